@@ -1,0 +1,139 @@
+// Package config reads each function's settings from the environment once, at
+// start, into a typed struct, and validates them with messages that say what
+// is missing and how to fix it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Getenv looks a variable up; os.Getenv in production, a map in tests.
+type Getenv func(string) string
+
+// Secret names where a secret comes from: an SSM SecureString parameter in
+// AWS, or a plain value for local runs only.
+type Secret struct {
+	Param string // SSM parameter name
+	Value string // plain value; accepted only outside Lambda or under sam local
+}
+
+// IsSet reports whether either source is configured.
+func (s Secret) IsSet() bool { return s.Param != "" || s.Value != "" }
+
+// Webhook configures functions/webhook.
+type Webhook struct {
+	Secret          Secret        // LINE_CHANNEL_SECRET_PARAM / LINE_CHANNEL_SECRET
+	PreviousSecret  Secret        // LINE_CHANNEL_SECRET_PREVIOUS_PARAM / LINE_CHANNEL_SECRET_PREVIOUS
+	BusName         string        // EVENT_BUS_NAME
+	Source          string        // EVENT_SOURCE, default line.webhook
+	BotUserID       string        // BOT_USER_ID, optional destination check
+	MaxBodyBytes    int64         // MAX_BODY_BYTES, default 1 MiB
+	PublishDeadline time.Duration // PUBLISH_DEADLINE_MS, default 800
+	Metrics         string        // METRICS_NAMESPACE, default linegate
+}
+
+// Webhook reads and validates the webhook's configuration.
+func LoadWebhook(env Getenv) (Webhook, error) {
+	r := reader{env: env}
+	c := Webhook{
+		Secret:          r.secret("LINE_CHANNEL_SECRET"),
+		PreviousSecret:  r.secret("LINE_CHANNEL_SECRET_PREVIOUS"),
+		BusName:         r.required("EVENT_BUS_NAME", "the EventBridge bus the webhook publishes to"),
+		Source:          r.str("EVENT_SOURCE", "line.webhook"),
+		BotUserID:       r.str("BOT_USER_ID", ""),
+		MaxBodyBytes:    r.int("MAX_BODY_BYTES", 1<<20, 1, 10<<20),
+		PublishDeadline: r.millis("PUBLISH_DEADLINE_MS", 800, 50, 5000),
+		Metrics:         r.str("METRICS_NAMESPACE", "linegate"),
+	}
+	if !c.Secret.IsSet() {
+		r.problem("LINE_CHANNEL_SECRET_PARAM is not set: name the SSM SecureString holding the channel secret (or set LINE_CHANNEL_SECRET for a local run)")
+	}
+	r.localOnly(c.Secret, "LINE_CHANNEL_SECRET")
+	r.localOnly(c.PreviousSecret, "LINE_CHANNEL_SECRET_PREVIOUS")
+	if c.BotUserID != "" && !strings.HasPrefix(c.BotUserID, "U") {
+		r.problem("BOT_USER_ID must be the bot's user ID (U followed by 32 hex digits), got %q", c.BotUserID)
+	}
+	return c, r.err()
+}
+
+// reader collects every problem so one start-up error lists them all.
+type reader struct {
+	env      Getenv
+	problems []string
+}
+
+func (r *reader) problem(format string, args ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
+}
+
+func (r *reader) err() error {
+	if len(r.problems) == 0 {
+		return nil
+	}
+	return errors.New("configuration: " + strings.Join(r.problems, "; "))
+}
+
+func (r *reader) str(name, def string) string {
+	if v := strings.TrimSpace(r.env(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) required(name, what string) string {
+	v := strings.TrimSpace(r.env(name))
+	if v == "" {
+		r.problem("%s is not set: %s", name, what)
+	}
+	return v
+}
+
+func (r *reader) int(name string, def, lo, hi int64) int64 {
+	v := strings.TrimSpace(r.env(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		r.problem("%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		return def
+	}
+	return n
+}
+
+func (r *reader) millis(name string, def, lo, hi int64) time.Duration {
+	return time.Duration(r.int(name, def, lo, hi)) * time.Millisecond
+}
+
+func (r *reader) bool(name string, def bool) bool {
+	v := strings.TrimSpace(r.env(name))
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.problem("%s must be true or false, got %q", name, v)
+		return def
+	}
+	return b
+}
+
+func (r *reader) secret(name string) Secret {
+	return Secret{Param: strings.TrimSpace(r.env(name + "_PARAM")), Value: r.env(name)}
+}
+
+// localOnly refuses a plain secret inside a deployed Lambda: there secrets
+// come from SSM so they never sit in the function's configuration.
+func (r *reader) localOnly(s Secret, name string) {
+	if s.Value == "" || s.Param != "" {
+		return
+	}
+	inLambda := r.env("AWS_LAMBDA_FUNCTION_NAME") != "" && r.env("AWS_SAM_LOCAL") != "true"
+	if inLambda {
+		r.problem("%s is a plain value inside Lambda: store it in SSM Parameter Store and set %s_PARAM instead", name, name)
+	}
+}

@@ -1,0 +1,310 @@
+package eventbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+)
+
+// EventBridge limits (PutEvents). Entry size is computed the way EventBridge
+// documents it: Source + DetailType + Detail + Resources, in UTF-8 bytes.
+// Since 2026-01-29 an event may be up to 1 MB; a request carries at most 10
+// entries.
+const (
+	MaxEntries      = 10
+	MaxRequestBytes = 1 << 20
+	MaxEntryBytes   = 1 << 20
+)
+
+// Retryable PutEvents per-entry error codes: only these are re-sent. Anything
+// else (MalformedDetail, InvalidArgument, AccessDenied…) fails the same way
+// every time.
+var retryableCodes = map[string]bool{
+	"InternalFailure":     true,
+	"ThrottlingException": true,
+}
+
+// ErrNotAccepted is returned by Publish when at least one entry did not reach
+// the bus. The webhook answers 500 so that LINE redelivers; events that did
+// reach the bus are deduplicated downstream by webhookEventId.
+var ErrNotAccepted = errors.New("eventbus: not every event was accepted")
+
+// Entry is one LINE event ready for the bus.
+type Entry struct {
+	DetailType  string // the LINE event's type
+	Detail      []byte // the marshalled Envelope
+	TraceHeader string // X-Ray header; EventBridge hands it to SQS as AWSTraceHeader
+	EventID     string // webhookEventId, for logs only
+}
+
+// Size is the entry's size as EventBridge counts it against its limits.
+func (e Entry) Size(source string) int { return len(source) + len(e.DetailType) + len(e.Detail) }
+
+// Failure describes one entry that did not reach the bus.
+type Failure struct {
+	EventID string
+	Code    string
+	Message string
+}
+
+// Result reports what Publish did. Accepted + len(Failed) == entries given.
+type Result struct {
+	Accepted int
+	Calls    int // PutEvents calls made, retries included
+	Retried  int // entries re-sent after a retryable failure
+	Failed   []Failure
+}
+
+// eventPutter is the one call the publisher makes: the EventBridge client and
+// the in-memory bus both satisfy it.
+type eventPutter interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+type recorder interface {
+	Count(name string, n float64)
+	Duration(name string, d time.Duration)
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Count(string, float64)          {}
+func (nopRecorder) Duration(string, time.Duration) {}
+
+// Publisher hands entries to one event bus: batches of at most 10 entries and
+// MaxRequestBytes, concurrent calls, only failed retryable entries re-sent,
+// all within a deadline so the webhook always answers before LINE gives up.
+// It is safe for concurrent use.
+type Publisher struct {
+	api         eventPutter
+	bus         string
+	source      string
+	deadline    time.Duration
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	parallel    int
+	maxEntry    int
+	maxRequest  int
+	log         *slog.Logger
+	metrics     recorder
+	sleep       func(ctx context.Context, d time.Duration) error
+	jitter      func(d time.Duration) time.Duration
+	callOptions []func(*eventbridge.Options)
+}
+
+// Option configures a Publisher.
+type Option func(*Publisher)
+
+// WithSource sets the Source of every entry (default "line.webhook").
+func WithSource(s string) Option { return func(p *Publisher) { p.source = s } }
+
+// WithDeadline bounds a whole Publish, retries included (default 800 ms, well
+// inside LINE's 1-2 s webhook timeout).
+func WithDeadline(d time.Duration) Option { return func(p *Publisher) { p.deadline = d } }
+
+// WithBackoff sets the first retry delay and its cap (default 25 ms, 200 ms).
+func WithBackoff(first, max time.Duration) Option {
+	return func(p *Publisher) { p.backoff, p.maxBackoff = first, max }
+}
+
+// WithParallelism bounds concurrent PutEvents calls per Publish (default 4).
+func WithParallelism(n int) Option { return func(p *Publisher) { p.parallel = max(1, n) } }
+
+// WithLimits overrides the per-entry and per-request byte limits (tests, or a
+// bus with other limits).
+func WithLimits(entry, request int) Option {
+	return func(p *Publisher) { p.maxEntry, p.maxRequest = entry, request }
+}
+
+// WithLogger sets the logger for failed entries (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(p *Publisher) { p.log = l } }
+
+// WithMetrics records EventsPublished, PublishRetries, PublishFailures and
+// PublishLatency.
+func WithMetrics(r recorder) Option { return func(p *Publisher) { p.metrics = r } }
+
+// WithSleep replaces the backoff sleep (tests).
+func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
+	return func(p *Publisher) { p.sleep = f }
+}
+
+// WithCallOptions passes SDK options to every PutEvents call (for example to
+// turn off the SDK's own retries, which Publish already does per entry).
+func WithCallOptions(fns ...func(*eventbridge.Options)) Option {
+	return func(p *Publisher) { p.callOptions = append(p.callOptions, fns...) }
+}
+
+// NewPublisher returns a Publisher for the named bus.
+func NewPublisher(api eventPutter, bus string, opts ...Option) *Publisher {
+	p := &Publisher{
+		api: api, bus: bus, source: DefaultSource,
+		deadline: 800 * time.Millisecond, backoff: 25 * time.Millisecond, maxBackoff: 200 * time.Millisecond,
+		parallel: 4, maxEntry: MaxEntryBytes, maxRequest: MaxRequestBytes,
+		log: slog.Default(), metrics: nopRecorder{}, sleep: sleepCtx,
+		jitter: func(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) },
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Source is the Source every entry is published with.
+func (p *Publisher) Source() string { return p.source }
+
+// Publish sends every entry to the bus. It returns nil only when every entry
+// was accepted; otherwise the error wraps ErrNotAccepted and Result.Failed
+// names each entry that did not make it (logged with its webhookEventId).
+func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error) {
+	var res Result
+	if len(entries) == 0 {
+		return res, nil
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, p.deadline)
+	defer cancel()
+
+	pending := make([]int, 0, len(entries))
+	for i, e := range entries {
+		if size := e.Size(p.source); size > p.maxEntry {
+			res.Failed = append(res.Failed, Failure{EventID: e.EventID, Code: "EntryTooLarge",
+				Message: fmt.Sprintf("entry is %d bytes, over the %d-byte limit", size, p.maxEntry)})
+			continue
+		}
+		pending = append(pending, i)
+	}
+
+	delay := p.backoff
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > 0 {
+			res.Retried += len(pending)
+			p.metrics.Count("PublishRetries", float64(len(pending)))
+			if err := p.sleep(ctx, p.jitter(delay)); err != nil {
+				break
+			}
+			delay = min(2*delay, p.maxBackoff)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		retry, failed, calls := p.round(ctx, entries, pending)
+		res.Calls += calls
+		res.Failed = append(res.Failed, failed...)
+		pending = retry
+	}
+	for _, i := range pending {
+		res.Failed = append(res.Failed, Failure{EventID: entries[i].EventID, Code: "DeadlineExceeded",
+			Message: "publish deadline passed before the bus accepted the entry"})
+	}
+	res.Accepted = len(entries) - len(res.Failed)
+	p.metrics.Count("EventsPublished", float64(res.Accepted))
+	p.metrics.Duration("PublishLatency", time.Since(start))
+	if len(res.Failed) == 0 {
+		return res, nil
+	}
+	p.metrics.Count("PublishFailures", float64(len(res.Failed)))
+	for _, f := range res.Failed {
+		p.log.ErrorContext(ctx, "event not published", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
+	}
+	return res, fmt.Errorf("%w: %d of %d events", ErrNotAccepted, len(res.Failed), len(entries))
+}
+
+// round sends the pending entries once, in batches, and sorts the outcome into
+// entries to retry and entries that failed for good.
+func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int) (retry []int, failed []Failure, calls int) {
+	batches := p.batches(entries, pending)
+	type outcome struct {
+		retry  []int
+		failed []Failure
+	}
+	outs := make([]outcome, len(batches))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, p.parallel)
+	for b, batch := range batches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			outs[b].retry, outs[b].failed = p.send(ctx, entries, batch)
+		}()
+	}
+	wg.Wait()
+	for _, o := range outs {
+		retry = append(retry, o.retry...)
+		failed = append(failed, o.failed...)
+	}
+	return retry, failed, len(batches)
+}
+
+// batches splits idx into groups of at most MaxEntries entries whose summed
+// size stays under the request limit.
+func (p *Publisher) batches(entries []Entry, idx []int) [][]int {
+	var out [][]int
+	var cur []int
+	size := 0
+	for _, i := range idx {
+		s := entries[i].Size(p.source)
+		if len(cur) == MaxEntries || (len(cur) > 0 && size+s > p.maxRequest) {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, i)
+		size += s
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (retry []int, failed []Failure) {
+	in := &eventbridge.PutEventsInput{Entries: make([]types.PutEventsRequestEntry, len(batch))}
+	for k, i := range batch {
+		e := entries[i]
+		in.Entries[k] = types.PutEventsRequestEntry{
+			EventBusName: aws.String(p.bus),
+			Source:       aws.String(p.source),
+			DetailType:   aws.String(e.DetailType),
+			Detail:       aws.String(string(e.Detail)),
+		}
+		if e.TraceHeader != "" {
+			in.Entries[k].TraceHeader = aws.String(e.TraceHeader)
+		}
+	}
+	out, err := p.api.PutEvents(ctx, in, p.callOptions...)
+	if err != nil || out == nil || len(out.Entries) != len(batch) {
+		// The whole call failed (network, throttled request, deadline): every
+		// entry in it may be retried while time remains.
+		return batch, nil
+	}
+	for k, r := range out.Entries {
+		if r.ErrorCode == nil || *r.ErrorCode == "" {
+			continue
+		}
+		if retryableCodes[*r.ErrorCode] {
+			retry = append(retry, batch[k])
+			continue
+		}
+		failed = append(failed, Failure{EventID: entries[batch[k]].EventID, Code: *r.ErrorCode, Message: aws.ToString(r.ErrorMessage)})
+	}
+	return retry, failed
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,291 @@
+// Package ingress is the webhook core: it verifies LINE's signature on the raw
+// body, splits the body into events, hands each event to the bus and answers
+// in milliseconds. It knows nothing of Lambda: adapters for API Gateway proxy
+// events and net/http sit on top of Handle.
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/linegate/linegate/pkg/eventbus"
+	"github.com/linegate/linegate/pkg/signature"
+)
+
+// DefaultMaxBodyBytes is the default request body limit (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxDetailType is EventBridge's DetailType length limit.
+const maxDetailType = 128
+
+// Sentinel errors, one per rejected-request status, so adapters and tests can
+// branch with errors.Is.
+var (
+	ErrMethod    = errors.New("method not allowed")
+	ErrTooLarge  = errors.New("body too large")
+	ErrSignature = errors.New("invalid signature")
+	ErrBody      = errors.New("invalid body")
+	ErrPublish   = errors.New("events not handed off")
+	ErrBot       = errors.New("unexpected destination")
+)
+
+// publisher is the one call ingress makes on the bus.
+type publisher interface {
+	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
+}
+
+type recorder interface {
+	Count(name string, n float64)
+	Duration(name string, d time.Duration)
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Count(string, float64)          {}
+func (nopRecorder) Duration(string, time.Duration) {}
+
+// Handler is the webhook core. It is safe for concurrent use.
+type Handler struct {
+	pub          publisher
+	secrets      [][]byte
+	maxBody      int64
+	botUserID    string
+	now          func() time.Time
+	traceHeader  func(ctx context.Context) string
+	log          *slog.Logger
+	metrics      recorder
+	logEachEvent bool
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithSecrets sets the channel secrets a signature may be made with: the
+// current one first, then the previous one during a rotation. Empty ones are
+// ignored. At least one is required.
+func WithSecrets(secrets ...string) Option {
+	return func(h *Handler) {
+		for _, s := range secrets {
+			if s != "" {
+				h.secrets = append(h.secrets, []byte(s))
+			}
+		}
+	}
+}
+
+// WithMaxBodyBytes sets the body limit; larger requests get 413.
+func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
+
+// WithBotUserID rejects (401) bodies whose destination is not this bot's user
+// ID, for deployments where the webhook URL might leak along with a secret of
+// another channel. Empty disables the check.
+func WithBotUserID(id string) Option { return func(h *Handler) { h.botUserID = id } }
+
+// WithClock sets the clock stamping receivedAt (tests).
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// WithTraceHeader supplies the trace header each entry carries, so the trace
+// continues through EventBridge and SQS to the worker.
+func WithTraceHeader(f func(ctx context.Context) string) Option {
+	return func(h *Handler) { h.traceHeader = f }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// WithMetrics records AckLatency, EventsAccepted, SignaturesRejected and
+// RequestsRejected.
+func WithMetrics(r recorder) Option { return func(h *Handler) { h.metrics = r } }
+
+// WithEventLogs turns the per-event "event accepted" log line on or off
+// (default on).
+func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = on } }
+
+// New returns a Handler publishing to pub.
+func New(pub publisher, opts ...Option) (*Handler, error) {
+	h := &Handler{pub: pub, maxBody: DefaultMaxBodyBytes, now: time.Now, log: slog.Default(),
+		metrics: nopRecorder{}, logEachEvent: true, traceHeader: func(context.Context) string { return "" }}
+	for _, o := range opts {
+		o(h)
+	}
+	if pub == nil {
+		return nil, errors.New("ingress: a publisher is required")
+	}
+	if len(h.secrets) == 0 {
+		return nil, errors.New("ingress: at least one channel secret is required")
+	}
+	if h.maxBody <= 0 {
+		return nil, fmt.Errorf("ingress: body limit must be positive, got %d", h.maxBody)
+	}
+	return h, nil
+}
+
+// Response is what the webhook answers: a status and a short JSON body that
+// never echoes input.
+type Response struct {
+	Status int
+	Body   []byte
+}
+
+var (
+	bodyMethod    = []byte(`{"error":"method not allowed"}`)
+	bodyTooLarge  = []byte(`{"error":"body too large"}`)
+	bodySignature = []byte(`{"error":"invalid signature"}`)
+	bodyBot       = []byte(`{"error":"unexpected destination"}`)
+	bodyInvalid   = []byte(`{"error":"invalid body"}`)
+	bodyPublish   = []byte(`{"error":"events not handed off, retry"}`)
+)
+
+// Handle runs the webhook contract for one request and returns the response
+// plus, for rejected requests, an error wrapping the sentinel that explains it:
+//
+//	405 not POST; 413 body over the limit; 401 signature missing or wrong
+//	(nothing parsed, nothing published); 400 signed but not a JSON object with
+//	an "events" array of typed events; 401 destination is not this bot (when
+//	configured); 500 the bus did not take every event; 200 otherwise, also for
+//	LINE's verify request with no events.
+func (h *Handler) Handle(ctx context.Context, method, sig string, body []byte) (Response, error) {
+	start := h.now()
+	resp, err := h.handle(ctx, start, method, sig, body)
+	h.metrics.Duration("AckLatency", h.now().Sub(start))
+	return resp, err
+}
+
+func (h *Handler) handle(ctx context.Context, start time.Time, method, sig string, body []byte) (Response, error) {
+	if method != "POST" {
+		h.metrics.Count("RequestsRejected", 1)
+		return Response{405, bodyMethod}, ErrMethod
+	}
+	if int64(len(body)) > h.maxBody {
+		h.metrics.Count("RequestsRejected", 1)
+		return Response{413, bodyTooLarge}, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(body))
+	}
+	if !signature.Verify(body, sig, h.secrets...) {
+		h.metrics.Count("SignaturesRejected", 1)
+		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
+		return Response{401, bodySignature}, ErrSignature
+	}
+	dest, entries, err := h.split(ctx, body, start)
+	if err != nil {
+		h.metrics.Count("RequestsRejected", 1)
+		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
+		return Response{400, bodyInvalid}, err
+	}
+	if h.botUserID != "" && dest != h.botUserID {
+		h.metrics.Count("RequestsRejected", 1)
+		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
+		return Response{401, bodyBot}, ErrBot
+	}
+	if len(entries) == 0 {
+		return Response{200, okBody(0)}, nil
+	}
+	res, err := h.pub.Publish(ctx, entries)
+	h.metrics.Count("EventsAccepted", float64(res.Accepted))
+	if err != nil {
+		return Response{500, bodyPublish}, fmt.Errorf("%w: %w", ErrPublish, err)
+	}
+	if h.logEachEvent {
+		for _, e := range entries {
+			h.log.InfoContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType)
+		}
+	}
+	return Response{200, okBody(len(entries))}, nil
+}
+
+func okBody(n int) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, `{"accepted":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '}')
+}
+
+// callback is the outer shape of a webhook body. Events is a pointer so that
+// a missing or null "events" is told apart from an empty array.
+type callback struct {
+	Destination string             `json:"destination"`
+	Events      *[]json.RawMessage `json:"events"`
+}
+
+// eventHead is the part of an event ingress needs; the rest travels as raw bytes.
+type eventHead struct {
+	Type           string `json:"type"`
+	WebhookEventID string `json:"webhookEventId"`
+}
+
+// split parses the body and builds one entry per event, its raw bytes
+// unchanged. Nothing is published unless every event is well formed.
+func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) (string, []eventbus.Entry, error) {
+	if !utf8.Valid(body) {
+		return "", nil, fmt.Errorf("%w: not valid UTF-8", ErrBody)
+	}
+	var cb callback
+	if err := json.Unmarshal(body, &cb); err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBody, jsonProblem(err))
+	}
+	if cb.Events == nil {
+		return "", nil, fmt.Errorf("%w: no \"events\" array", ErrBody)
+	}
+	events := *cb.Events
+	if len(events) == 0 {
+		return cb.Destination, nil, nil
+	}
+	dest, err := json.Marshal(cb.Destination)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: destination: %v", ErrBody, err)
+	}
+	stamp := receivedAt.UTC().AppendFormat(nil, time.RFC3339Nano)
+	trace := h.traceHeader(ctx)
+	entries := make([]eventbus.Entry, len(events))
+	for i, raw := range events {
+		if len(raw) == 0 || raw[0] != '{' {
+			return "", nil, fmt.Errorf("%w: events[%d] is not an object", ErrBody, i)
+		}
+		var head eventHead
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return "", nil, fmt.Errorf("%w: events[%d]: %v", ErrBody, i, jsonProblem(err))
+		}
+		if head.Type == "" || len(head.Type) > maxDetailType {
+			return "", nil, fmt.Errorf("%w: events[%d] has no usable \"type\"", ErrBody, i)
+		}
+		entries[i] = eventbus.Entry{
+			DetailType:  head.Type,
+			Detail:      envelope(dest, stamp, raw),
+			TraceHeader: trace,
+			EventID:     head.WebhookEventID,
+		}
+	}
+	return cb.Destination, entries, nil
+}
+
+// envelope writes eventbus.Envelope by hand so the event's bytes are copied
+// verbatim: {"destination":…,"receivedAt":…,"event":<raw>}.
+func envelope(dest, stamp, raw []byte) []byte {
+	b := make([]byte, 0, len(dest)+len(stamp)+len(raw)+48)
+	b = append(b, `{"destination":`...)
+	b = append(b, dest...)
+	b = append(b, `,"receivedAt":"`...)
+	b = append(b, stamp...)
+	b = append(b, `","event":`...)
+	b = append(b, raw...)
+	return append(b, '}')
+}
+
+// jsonProblem describes a JSON error without quoting the input.
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("malformed JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("unexpected JSON %s for %q", typ.Value, typ.Field)
+	default:
+		return "malformed JSON"
+	}
+}
