@@ -162,7 +162,9 @@ func TestEntriesCarryRawEventsUnchanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			pub := &fakePublisher{}
-			h := newHandler(t, pub, WithTraceHeader(func(context.Context) string { return "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1" }))
+			h := newHandler(t, pub, WithTraceHeader(func(context.Context) string {
+				return "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+			}))
 			resp, err := h.Handle(context.Background(), "POST", sign(body), body)
 			if err != nil || resp.Status != 200 {
 				t.Fatalf("status %d err %v", resp.Status, err)
