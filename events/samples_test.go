@@ -7,33 +7,43 @@ package events_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/pkg/compose"
+	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/eventbus"
+	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/ingress"
+	"github.com/linegate/linegate/pkg/linemock"
 )
 
-// expected is the outcome of each sample. A new file here must be added to
-// this table, or TestEverySampleIsCovered fails.
-var expected = map[string]int{
-	"webhook-text-message.json":  200,
-	"webhook-multi-event.json":   200,
-	"webhook-verify.json":        200,
-	"webhook-bad-signature.json": 401,
-	"webhook-base64-body.json":   200,
+// outcome is what a sample is documented to produce.
+type outcome struct {
+	status    int      // webhook: HTTP status
+	published int      // webhook: events handed to the bus
+	failures  []string // worker: messageIds reported as batch item failures
+	messages  int      // worker/notifier: messages sent through the LINE API
 }
 
-// published events per webhook sample with status 200.
-var expectedEvents = map[string]int{
-	"webhook-text-message.json": 1,
-	"webhook-multi-event.json":  3,
-	"webhook-verify.json":       0,
-	"webhook-base64-body.json":  1,
+// expected lists every sample. A new file here must be added to this table,
+// or TestEverySampleIsCovered fails.
+var expected = map[string]outcome{
+	"webhook-text-message.json":  {status: 200, published: 1},
+	"webhook-multi-event.json":   {status: 200, published: 3},
+	"webhook-verify.json":        {status: 200},
+	"webhook-bad-signature.json": {status: 401},
+	"webhook-base64-body.json":   {status: 200, published: 1},
+	"worker-text-message.json":   {messages: 1},
+	"worker-follow.json":         {messages: 1},
+	"worker-postback.json":       {messages: 1},
+	"worker-poison-record.json":  {messages: 1, failures: []string{"0e5f7a2c-3b4d-4e6f-8a9b-1c2d3e4f5a65"}},
 }
 
 func env(t *testing.T, function string) map[string]string {
@@ -53,9 +63,17 @@ func env(t *testing.T, function string) map[string]string {
 	return vars
 }
 
+func getenv(vars map[string]string, extra map[string]string) config.Getenv {
+	return func(k string) string {
+		if v, ok := extra[k]; ok {
+			return v
+		}
+		return vars[k]
+	}
+}
+
 func TestEverySampleIsCovered(t *testing.T) {
 	files, _ := filepath.Glob("*.json")
-	sort.Strings(files)
 	for _, f := range files {
 		if f == "env.json" {
 			continue
@@ -78,32 +96,83 @@ func (c *countingPublisher) Publish(_ context.Context, e []eventbus.Entry) (even
 	return eventbus.Result{Accepted: len(e)}, nil
 }
 
-func TestWebhookSamples(t *testing.T) {
-	secret := env(t, "WebhookFunction")["LINE_CHANNEL_SECRET"]
-	for name, want := range expected {
-		if filepath.Ext(name) != ".json" || name[:8] != "webhook-" {
-			continue
+func samples(prefix string) []string {
+	var out []string
+	for name := range expected {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
 		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func read(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+func TestWebhookSamples(t *testing.T) {
+	cfg, err := config.LoadWebhook(getenv(env(t, "WebhookFunction"), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range samples("webhook-") {
 		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := expected[name]
 			var req events.APIGatewayProxyRequest
-			if err := json.Unmarshal(b, &req); err != nil {
-				t.Fatalf("not an API Gateway proxy event: %v", err)
-			}
+			read(t, name, &req)
 			pub := &countingPublisher{}
-			h, err := ingress.New(pub, ingress.WithSecrets(secret))
+			h, err := ingress.New(pub, ingress.WithSecrets(cfg.Secret.Value))
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp, _ := h.APIGateway(context.Background(), req)
-			if resp.StatusCode != want {
-				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, want, resp.Body)
+			if resp.StatusCode != want.status || pub.n != want.published {
+				t.Fatalf("status %d published %d, want %d and %d (%s)", resp.StatusCode, pub.n, want.status, want.published, resp.Body)
 			}
-			if pub.n != expectedEvents[name] {
-				t.Fatalf("published %d events, want %d", pub.n, expectedEvents[name])
+		})
+	}
+}
+
+func TestWorkerSamples(t *testing.T) {
+	for _, name := range samples("worker-") {
+		t.Run(name, func(t *testing.T) {
+			want := expected[name]
+			line := linemock.New(linemock.WithAcceptUnknownReplyTokens())
+			srv := httptest.NewServer(line)
+			defer srv.Close()
+			cfg, err := config.LoadWorker(getenv(env(t, "WorkerFunction"), map[string]string{
+				"LINE_API_BASE_URL": srv.URL, "IDEMPOTENCY_TABLE": "local",
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := compose.Worker(context.Background(), cfg, compose.WorkerDeps{Store: idempotency.NewMemory()}, compose.Common{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev events.SQSEvent
+			read(t, name, &ev)
+			resp, err := p.Handle(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed []string
+			for _, f := range resp.BatchItemFailures {
+				failed = append(failed, f.ItemIdentifier)
+			}
+			if !slices.Equal(failed, want.failures) {
+				t.Fatalf("failures %v, want %v", failed, want.failures)
+			}
+			if n := len(line.Messages()); n != want.messages {
+				t.Fatalf("%d messages sent, want %d", n, want.messages)
 			}
 		})
 	}

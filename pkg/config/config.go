@@ -137,3 +137,76 @@ func (r *reader) localOnly(s Secret, name string) {
 		r.problem("%s is a plain value inside Lambda: store it in SSM Parameter Store and set %s_PARAM instead", name, name)
 	}
 }
+
+// Worker configures functions/worker.
+type Worker struct {
+	AccessToken      Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN
+	APIBaseURL       string        // LINE_API_BASE_URL, default https://api.line.me
+	IdempotencyTable string        // IDEMPOTENCY_TABLE
+	OpsTopicARN      string        // OPS_TOPIC_ARN (crash reports); optional
+	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
+	Concurrency      int           // WORKER_CONCURRENCY, default 4 records at once per batch
+	Probes           bool          // PROBES_ENABLED
+	Metrics          string        // METRICS_NAMESPACE
+}
+
+// LoadWorker reads and validates the worker's configuration.
+func LoadWorker(env Getenv) (Worker, error) {
+	r := reader{env: env}
+	c := Worker{
+		AccessToken:      r.secret("LINE_CHANNEL_ACCESS_TOKEN"),
+		APIBaseURL:       r.str("LINE_API_BASE_URL", "https://api.line.me"),
+		IdempotencyTable: r.required("IDEMPOTENCY_TABLE", "the DynamoDB table that makes effects happen once"),
+		OpsTopicARN:      r.str("OPS_TOPIC_ARN", ""),
+		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
+		Concurrency:      int(r.int("WORKER_CONCURRENCY", 4, 1, 10)),
+		Probes:           r.bool("PROBES_ENABLED", false),
+		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
+	}
+	if !c.AccessToken.IsSet() {
+		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
+	}
+	r.localOnly(c.AccessToken, "LINE_CHANNEL_ACCESS_TOKEN")
+	r.url("LINE_API_BASE_URL", c.APIBaseURL)
+	return c, r.err()
+}
+
+// Notifier configures functions/notifier.
+type Notifier struct {
+	AccessToken Secret   // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN
+	APIBaseURL  string   // LINE_API_BASE_URL
+	Operators   []string // OPERATOR_LINE_IDS, comma-separated user or group IDs
+	TimeZone    string   // OPERATOR_TIMEZONE, default Asia/Tokyo
+	Metrics     string   // METRICS_NAMESPACE
+}
+
+// LoadNotifier reads and validates the notifier's configuration.
+func LoadNotifier(env Getenv) (Notifier, error) {
+	r := reader{env: env}
+	c := Notifier{
+		AccessToken: r.secret("LINE_CHANNEL_ACCESS_TOKEN"),
+		APIBaseURL:  r.str("LINE_API_BASE_URL", "https://api.line.me"),
+		TimeZone:    r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
+		Metrics:     r.str("METRICS_NAMESPACE", "linegate"),
+	}
+	for _, id := range strings.Split(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			c.Operators = append(c.Operators, id)
+		}
+	}
+	if !c.AccessToken.IsSet() {
+		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
+	}
+	r.localOnly(c.AccessToken, "LINE_CHANNEL_ACCESS_TOKEN")
+	r.url("LINE_API_BASE_URL", c.APIBaseURL)
+	if _, err := time.LoadLocation(c.TimeZone); err != nil {
+		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
+	}
+	return c, r.err()
+}
+
+func (r *reader) url(name, v string) {
+	if !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+		r.problem("%s must be an http(s) URL, got %q", name, v)
+	}
+}

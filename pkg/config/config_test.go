@@ -62,3 +62,24 @@ func TestLoadWebhook(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadWorkerAndNotifier(t *testing.T) {
+	w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "PROBES_ENABLED": "true", "FUNCTION_TIMEOUT_SECONDS": "60"}))
+	if err != nil || !w.Probes || w.FunctionTimeout != time.Minute || w.APIBaseURL != "https://api.line.me" || w.Concurrency != 4 {
+		t.Fatalf("%+v %v", w, err)
+	}
+	_, err = LoadWorker(envOf(map[string]string{"LINE_API_BASE_URL": "ftp://x", "PROBES_ENABLED": "maybe"}))
+	for _, want := range []string{"IDEMPOTENCY_TABLE", "LINE_CHANNEL_ACCESS_TOKEN_PARAM", "LINE_API_BASE_URL", "PROBES_ENABLED"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v does not name %s", err, want)
+		}
+	}
+	n, err := LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN_PARAM": "/p", "OPERATOR_LINE_IDS": " Uaaa , Cbbb,"}))
+	if err != nil || len(n.Operators) != 2 || n.Operators[1] != "Cbbb" || n.TimeZone != "Asia/Tokyo" {
+		t.Fatalf("%+v %v", n, err)
+	}
+	_, err = LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "t", "OPERATOR_TIMEZONE": "Mars/Olympus"}))
+	if err == nil || !strings.Contains(err.Error(), "OPERATOR_LINE_IDS") || !strings.Contains(err.Error(), "OPERATOR_TIMEZONE") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -1,0 +1,83 @@
+// Package app is the example bot, and the one place a bot author edits:
+// register handlers on the router, answer with e.Reply / e.Push, and let
+// linegate take care of acknowledgement, retries, duplicates and alerts.
+//
+// What this bot does:
+//   - any text: echoes it;
+//   - "slow …": shows the loading animation, works for SlowWork (5 s), then
+//     answers — by reply if the token is still fresh, by push otherwise;
+//   - follow: a greeting;
+//   - postback: says which choice was made;
+//   - with probes enabled: "probe:panic" panics (the operator gets a crash
+//     card) and "probe:fail" fails every time (retries, DLQ, alarm).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/linegate/linegate/pkg/bot"
+)
+
+// Config tunes the example bot.
+type Config struct {
+	// Probes turns on probe:panic and probe:fail (off in the template, on in
+	// `linegate local`).
+	Probes bool
+	// SlowWork is how long "slow" works (default 5 s).
+	SlowWork time.Duration
+}
+
+// ErrProbe is what probe:fail fails with.
+var ErrProbe = errors.New("probe:fail: this handler always fails (PROBES_ENABLED=true)")
+
+// New returns the example bot's router.
+func New(cfg Config) *bot.Router {
+	if cfg.SlowWork == 0 {
+		cfg.SlowWork = 5 * time.Second
+	}
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+		return e.ReplyText(ctx, text)
+	})
+	r.OnText("slow", func(ctx context.Context, e *bot.Event, text string) error {
+		if err := e.ShowLoading(ctx, loadingFor(cfg.SlowWork)); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(cfg.SlowWork):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		what := strings.TrimSpace(strings.TrimPrefix(text, "slow"))
+		if what == "" {
+			what = "the job"
+		}
+		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
+	})
+	r.OnPostback(func(ctx context.Context, e *bot.Event, data string) error {
+		return e.ReplyText(ctx, "You chose: "+data)
+	})
+	r.OnFollow(func(ctx context.Context, e *bot.Event) error {
+		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"slow\" for a long job.")
+	})
+	if cfg.Probes {
+		r.OnText("probe:panic", func(context.Context, *bot.Event, string) error {
+			panic("probe:panic: a handler crashed on purpose (PROBES_ENABLED=true)")
+		})
+		r.OnText("probe:fail", func(context.Context, *bot.Event, string) error {
+			return ErrProbe
+		})
+	}
+	return r
+}
+
+// loadingFor rounds the work time up to LINE's loading-animation steps
+// (5-second steps, 5 to 60).
+func loadingFor(d time.Duration) int {
+	s := int((d + 4999*time.Millisecond) / (5 * time.Second) * 5)
+	return min(max(s, 5), 60)
+}

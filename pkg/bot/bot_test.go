@@ -1,0 +1,242 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
+
+	"github.com/linegate/linegate/pkg/lineapi"
+)
+
+// Every real webhook sample decodes into typed events and reaches the handler
+// registered for its type.
+func TestSamplesRouteToTheirHandler(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.json")
+	if len(files) < 15 {
+		t.Fatalf("found %d samples", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cb struct {
+			Destination string            `json:"destination"`
+			Events      []json.RawMessage `json:"events"`
+		}
+		if err := json.Unmarshal(b, &cb); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range cb.Events {
+			t.Run(filepath.Base(f), func(t *testing.T) {
+				ev, err := Parse(raw, cb.Destination, time.Now(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got string
+				r := NewRouter()
+				mark := func(name string) Handler {
+					return func(context.Context, *Event) error { got = name; return nil }
+				}
+				r.OnText("", func(context.Context, *Event, string) error { got = "text"; return nil })
+				r.OnMessage(mark("message"))
+				r.OnFollow(mark("follow"))
+				r.OnUnfollow(mark("unfollow"))
+				r.OnPostback(func(_ context.Context, _ *Event, data string) error { got = "postback:" + data; return nil })
+				r.Default(mark("default"))
+				if err := r.Dispatch(context.Background(), ev); err != nil {
+					t.Fatal(err)
+				}
+				want := "default"
+				switch ev.Type {
+				case "message":
+					want = "message"
+					if _, ok := ev.Text(); ok {
+						want = "text"
+					}
+				case "follow", "unfollow":
+					want = ev.Type
+				case "postback":
+					d, _ := ev.PostbackData()
+					want = "postback:" + d
+				}
+				if ev.Standby() {
+					want = ""
+				}
+				if got != want {
+					t.Fatalf("%s routed to %q, want %q", ev.Type, got, want)
+				}
+				if ev.Typed == nil || ev.Typed.GetType() != ev.Type {
+					t.Fatalf("typed event %T for %s", ev.Typed, ev.Type)
+				}
+				if _, unknown := ev.Typed.(webhook.UnknownEvent); unknown {
+					t.Fatalf("sample type %s decoded as unknown", ev.Type)
+				}
+			})
+		}
+	}
+}
+
+func TestParseSourceAndFields(t *testing.T) {
+	raw := json.RawMessage(`{"type":"message","mode":"active","timestamp":1462629479859,"source":{"type":"group","groupId":"Cgroup","userId":"Uuser"},"webhookEventId":"01X","deliveryContext":{"isRedelivery":true},"replyToken":"rt","message":{"id":"1","type":"text","text":"hi"}}`)
+	ev, err := Parse(raw, "Ubot", time.Unix(100, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Source.Type != SourceGroup || ev.Source.ChatID() != "Cgroup" || ev.Source.UserID != "Uuser" || !ev.Redelivery ||
+		ev.WebhookEventID != "01X" || ev.Timestamp.UnixMilli() != 1462629479859 || ev.Destination != "Ubot" {
+		t.Fatalf("%+v", ev)
+	}
+	if txt, ok := ev.Text(); !ok || txt != "hi" {
+		t.Fatal("text")
+	}
+	for _, bad := range []string{`nope`, `{}`, `{"type":"message","message":7}`} {
+		if _, err := Parse(json.RawMessage(bad), "", time.Now(), nil); !errors.Is(err, ErrEvent) {
+			t.Fatalf("Parse(%s) err = %v", bad, err)
+		}
+	}
+	// A future event type is not an error: the SDK returns UnknownEvent.
+	ev, err = Parse(json.RawMessage(`{"type":"hologram","webhookEventId":"01Y"}`), "", time.Now(), nil)
+	if err != nil || ev.Type != "hologram" {
+		t.Fatalf("future type: %v %v", ev, err)
+	}
+}
+
+func TestTextPrefixRouting(t *testing.T) {
+	r := NewRouter()
+	var got string
+	r.OnText("", func(_ context.Context, _ *Event, s string) error { got = "any:" + s; return nil })
+	r.OnText("slow", func(_ context.Context, _ *Event, s string) error { got = "slow:" + s; return nil })
+	r.OnText("slow down", func(_ context.Context, _ *Event, s string) error { got = "slowdown:" + s; return nil })
+	for text, want := range map[string]string{"hello": "any:hello", "slow job": "slow:slow job", "slow down now": "slowdown:slow down now"} {
+		ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"`+text+`"}}`, nil)
+		_ = r.Dispatch(context.Background(), ev)
+		if got != want {
+			t.Fatalf("%q routed %q, want %q", text, got, want)
+		}
+	}
+}
+
+func TestMiddlewareOrderAndOn(t *testing.T) {
+	var trail []string
+	r := NewRouter()
+	mw := func(name string) Middleware {
+		return func(next Handler) Handler {
+			return func(ctx context.Context, e *Event) error {
+				trail = append(trail, name+">")
+				err := next(ctx, e)
+				trail = append(trail, "<"+name)
+				return err
+			}
+		}
+	}
+	r.Use(mw("a"), mw("b"))
+	r.On("membership", func(context.Context, *Event) error { trail = append(trail, "h"); return nil })
+	if err := r.Dispatch(context.Background(), mustParse(t, `{"type":"membership","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"}}`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(trail, " ") != "a> b> h <b <a" {
+		t.Fatalf("trail %v", trail)
+	}
+	// No route, no default: acknowledged, nothing runs.
+	trail = nil
+	_ = r.Dispatch(context.Background(), mustParse(t, `{"type":"beacon","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"}}`, nil))
+	if len(trail) != 0 {
+		t.Fatalf("unrouted event ran %v", trail)
+	}
+}
+
+// fakeMessenger records what an Event asked of LINE.
+type fakeMessenger struct {
+	sends   []lineapi.Target
+	pushes  []string
+	loading []string
+	err     error
+}
+
+func (f *fakeMessenger) Send(_ context.Context, tg lineapi.Target, _ ...messaging_api.MessageInterface) (lineapi.Via, error) {
+	f.sends = append(f.sends, tg)
+	return lineapi.ViaReply, f.err
+}
+func (f *fakeMessenger) Push(_ context.Context, to, key string, _ ...messaging_api.MessageInterface) error {
+	f.pushes = append(f.pushes, to+"|"+key)
+	return f.err
+}
+func (f *fakeMessenger) ShowLoading(_ context.Context, chat string, _ int) error {
+	f.loading = append(f.loading, chat)
+	return f.err
+}
+
+func TestEventSends(t *testing.T) {
+	m := &fakeMessenger{}
+	ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01Z","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`, m)
+	ctx := context.Background()
+	if err := ev.ShowLoading(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ReplyText(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ReplyText(ctx, "two"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Push(ctx, "Uother", messaging_api.TextMessage{Text: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.sends) != 2 || m.sends[0].ReplyToken != "rt" || m.sends[1].ReplyToken != "" || m.sends[0].Index != 0 || m.sends[1].Index != 1 ||
+		m.sends[0].To != "U1" || m.sends[0].WebhookEventID != "01Z" || m.sends[0].EventTime.UnixMilli() != 1700000000000 {
+		t.Fatalf("sends %+v", m.sends)
+	}
+	if len(m.pushes) != 1 || m.pushes[0] != "Uother|"+lineapi.RetryKey("01Z", 2) {
+		t.Fatalf("pushes %v", m.pushes)
+	}
+	if len(m.loading) != 1 || m.loading[0] != "U1" {
+		t.Fatalf("loading %v", m.loading)
+	}
+	// In a group the loading animation is not available: a no-op.
+	g := mustParse(t, `{"type":"message","mode":"active","timestamp":1,"source":{"type":"group","groupId":"C1","userId":"U1"},"message":{"id":"1","type":"text","text":"x"}}`, m)
+	_ = g.ShowLoading(ctx, 5)
+	if len(m.loading) != 1 {
+		t.Fatal("loading shown in a group")
+	}
+	// Errors carry context and the cause.
+	m.err = lineapi.ErrRateLimited
+	if err := ev.ReplyText(ctx, "x"); !errors.Is(err, lineapi.ErrRateLimited) || !strings.HasPrefix(err.Error(), "reply:") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestStandbyAndNoMessenger(t *testing.T) {
+	sb := mustParse(t, `{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"x"}}`, &fakeMessenger{})
+	if err := sb.ReplyText(context.Background(), "x"); !errors.Is(err, ErrStandby) {
+		t.Fatalf("standby reply err %v", err)
+	}
+	ran := false
+	r := NewRouter()
+	r.Default(func(context.Context, *Event) error { ran = true; return nil })
+	_ = r.Dispatch(context.Background(), sb)
+	if ran {
+		t.Fatal("handler ran for a standby event")
+	}
+	nm := mustParse(t, `{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"}}`, nil)
+	if err := nm.ReplyText(context.Background(), "x"); !errors.Is(err, ErrNoMessenger) {
+		t.Fatalf("no messenger err %v", err)
+	}
+}
+
+func mustParse(t *testing.T, raw string, m Messenger) *Event {
+	t.Helper()
+	ev, err := Parse(json.RawMessage(raw), "Ubot", time.Now(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}

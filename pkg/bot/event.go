@@ -1,0 +1,224 @@
+// Package bot is the API a bot author writes against: a router that sends each
+// LINE event to the handler registered for it, and an Event that can reply,
+// push and show the loading animation without the author thinking about reply
+// token expiry, retries or duplicate sends.
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
+
+	"github.com/linegate/linegate/pkg/lineapi"
+)
+
+// SourceType says where an event came from.
+type SourceType string
+
+// The chat kinds LINE delivers events from.
+const (
+	SourceUser  SourceType = "user"
+	SourceGroup SourceType = "group"
+	SourceRoom  SourceType = "room"
+)
+
+// Source is the chat an event came from. ChatID is where a push goes to
+// answer in the same chat: the group or room when there is one, else the user.
+type Source struct {
+	Type    SourceType
+	UserID  string // may be empty in groups when the user has not consented
+	GroupID string
+	RoomID  string
+}
+
+// ChatID returns the ID to push to for answering in the same chat.
+func (s Source) ChatID() string {
+	switch {
+	case s.GroupID != "":
+		return s.GroupID
+	case s.RoomID != "":
+		return s.RoomID
+	default:
+		return s.UserID
+	}
+}
+
+// Messenger sends messages on behalf of one event; lineapi.Client satisfies
+// it. One is created per record: the SDK client is not goroutine-safe.
+type Messenger interface {
+	Send(ctx context.Context, t lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error)
+	Push(ctx context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error
+	ShowLoading(ctx context.Context, chatID string, seconds int) error
+}
+
+// ErrNoMessenger is returned by Reply/Push when the event has no messenger
+// (a bot run without LINE credentials).
+var ErrNoMessenger = errors.New("bot: no LINE messenger configured")
+
+// ErrStandby is returned by Reply/Push for an event in standby mode: another
+// channel answers in that chat.
+var ErrStandby = errors.New("bot: event is in standby mode; not answering")
+
+// Event is one LINE webhook event as a handler sees it.
+type Event struct {
+	Type           string                 // the event's type: message, follow, postback, … (also unknown, future ones)
+	WebhookEventID string                 // stable across LINE redeliveries
+	Mode           string                 // active or standby
+	Redelivery     bool                   // deliveryContext.isRedelivery
+	Timestamp      time.Time              // when LINE says the event happened
+	ReceivedAt     time.Time              // when the webhook accepted it
+	Source         Source                 // the chat it came from
+	ReplyToken     string                 // single use, valid about a minute; Reply uses it for you
+	Destination    string                 // the bot's user ID
+	Typed          webhook.EventInterface // the SDK's typed event (webhook.MessageEvent, webhook.FollowEvent, …; webhook.UnknownEvent for new types)
+	Raw            json.RawMessage        // the event exactly as LINE sent it
+
+	messenger Messenger
+	sends     atomic.Int32
+}
+
+// head is the part of the raw event the router needs without the SDK.
+type head struct {
+	Type            string `json:"type"`
+	Mode            string `json:"mode"`
+	Timestamp       int64  `json:"timestamp"`
+	WebhookEventID  string `json:"webhookEventId"`
+	ReplyToken      string `json:"replyToken"`
+	DeliveryContext struct {
+		IsRedelivery bool `json:"isRedelivery"`
+	} `json:"deliveryContext"`
+	Source struct {
+		Type    string `json:"type"`
+		UserID  string `json:"userId"`
+		GroupID string `json:"groupId"`
+		RoomID  string `json:"roomId"`
+	} `json:"source"`
+}
+
+// ErrEvent marks a raw event that cannot be decoded: retrying will not help.
+var ErrEvent = errors.New("bot: malformed event")
+
+// Parse decodes a raw LINE event into an Event bound to m (which may be nil).
+func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Messenger) (*Event, error) {
+	var h head
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrEvent, err)
+	}
+	if h.Type == "" {
+		return nil, fmt.Errorf("%w: no type", ErrEvent)
+	}
+	typed, err := webhook.UnmarshalEvent(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrEvent, h.Type, err)
+	}
+	return &Event{
+		Type:           h.Type,
+		WebhookEventID: h.WebhookEventID,
+		Mode:           h.Mode,
+		Redelivery:     h.DeliveryContext.IsRedelivery,
+		Timestamp:      time.UnixMilli(h.Timestamp),
+		ReceivedAt:     receivedAt,
+		Source:         Source{Type: SourceType(h.Source.Type), UserID: h.Source.UserID, GroupID: h.Source.GroupID, RoomID: h.Source.RoomID},
+		ReplyToken:     h.ReplyToken,
+		Destination:    destination,
+		Typed:          typed,
+		Raw:            raw,
+		messenger:      m,
+	}, nil
+}
+
+// Standby reports whether another channel is answering in this chat.
+func (e *Event) Standby() bool { return e.Mode == "standby" }
+
+// Text returns the text of a text message event.
+func (e *Event) Text() (string, bool) {
+	if m, ok := e.Typed.(webhook.MessageEvent); ok {
+		if t, ok := m.Message.(webhook.TextMessageContent); ok {
+			return t.Text, true
+		}
+	}
+	return "", false
+}
+
+// PostbackData returns the data of a postback event.
+func (e *Event) PostbackData() (string, bool) {
+	if p, ok := e.Typed.(webhook.PostbackEvent); ok && p.Postback != nil {
+		return p.Postback.Data, true
+	}
+	return "", false
+}
+
+// Reply answers in the chat the event came from: with the reply token while
+// it is fresh, otherwise (or when LINE refuses the token) with a push whose
+// retry key is derived from the webhookEventId and how many sends this event
+// made before, so a retried record never sends the same message twice.
+func (e *Event) Reply(ctx context.Context, msgs ...messaging_api.MessageInterface) error {
+	if err := e.canSend(); err != nil {
+		return err
+	}
+	idx := int(e.sends.Add(1) - 1)
+	_, err := e.messenger.Send(ctx, lineapi.Target{
+		ReplyToken: e.ReplyToken, EventTime: e.Timestamp, To: e.Source.ChatID(),
+		WebhookEventID: e.WebhookEventID, Index: idx,
+	}, msgs...)
+	if err != nil {
+		return fmt.Errorf("reply: %w", err)
+	}
+	// A reply token is single use: later sends of this event must push.
+	e.ReplyToken = ""
+	return nil
+}
+
+// ReplyText is Reply with text messages.
+func (e *Event) ReplyText(ctx context.Context, texts ...string) error {
+	msgs := make([]messaging_api.MessageInterface, len(texts))
+	for i, t := range texts {
+		msgs[i] = messaging_api.TextMessage{Text: t}
+	}
+	return e.Reply(ctx, msgs...)
+}
+
+// Push sends to any user, group or room, with a retry key derived from this
+// event, so a retried record does not send twice.
+func (e *Event) Push(ctx context.Context, to string, msgs ...messaging_api.MessageInterface) error {
+	if err := e.canSend(); err != nil {
+		return err
+	}
+	idx := int(e.sends.Add(1) - 1)
+	if err := e.messenger.Push(ctx, to, lineapi.RetryKey(e.WebhookEventID, idx), msgs...); err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	return nil
+}
+
+// ShowLoading shows the loading animation in a one-to-one chat for up to
+// seconds (5–60). LINE shows it only in chats with users; elsewhere it is a
+// no-op.
+func (e *Event) ShowLoading(ctx context.Context, seconds int) error {
+	if err := e.canSend(); err != nil {
+		return err
+	}
+	if e.Source.Type != SourceUser || e.Source.UserID == "" {
+		return nil
+	}
+	if err := e.messenger.ShowLoading(ctx, e.Source.UserID, seconds); err != nil {
+		return fmt.Errorf("show loading: %w", err)
+	}
+	return nil
+}
+
+func (e *Event) canSend() error {
+	if e.Standby() {
+		return ErrStandby
+	}
+	if e.messenger == nil {
+		return ErrNoMessenger
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
+	"github.com/linegate/linegate/pkg/motoserver"
+)
+
+func TestDynamoDBConformanceOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	var n atomic.Int64
+	idempotencytest.Run(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.Store {
+		table := fmt.Sprintf("idempotency-%d", n.Add(1))
+		createTable(t, client, table)
+		return idempotency.NewDynamoDB(client, table, idempotency.WithDynamoClock(clock.Now))
+	})
+}
+
+// TestDynamoDBItemShapeOnMoto checks what lands in the table: the TTL
+// attribute in epoch seconds and the status, as operators and TTL see them.
+func TestDynamoDBItemShapeOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	createTable(t, client, "shape")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 500_000_000, time.UTC)
+	s := idempotency.NewDynamoDB(client, "shape", idempotency.WithDynamoClock(func() time.Time { return now }))
+	ctx := context.Background()
+	read := func() map[string]types.AttributeValue {
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String("shape"), Key: map[string]types.AttributeValue{idempotency.AttrID: &types.AttributeValueMemberS{Value: "ev1"}}, ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	if err := s.Claim(ctx, "ev1", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	item := read()
+	if got := attrS(item, idempotency.AttrStatus); got != "in-progress" {
+		t.Errorf("status = %q; want in-progress", got)
+	}
+	if got, want := attrN(item, idempotency.AttrExpiresAt), fmt.Sprint(now.Unix()+11); got != want {
+		t.Errorf("expiresAt = %s; want %s (rounded up)", got, want)
+	}
+	if err := s.Complete(ctx, "ev1", 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	item = read()
+	if got := attrS(item, idempotency.AttrStatus); got != "completed" {
+		t.Errorf("status = %q; want completed", got)
+	}
+	if got, want := attrN(item, idempotency.AttrExpiresAt), fmt.Sprint(now.Add(24*time.Hour).Unix()+1); got != want {
+		t.Errorf("expiresAt = %s; want %s", got, want)
+	}
+	// A claim that expired but is still in the table (TTL is lazy) can be
+	// completed: the effect happened.
+	if err := s.Claim(ctx, "ev2", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if err := s.Complete(ctx, "ev2", time.Hour); err != nil {
+		t.Fatalf("complete of an expired claim = %v; want nil", err)
+	}
+}
+
+func createTable(t *testing.T, c *dynamodb.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(idempotency.AttrID), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(idempotency.AttrID), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	_, err = c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(idempotency.AttrExpiresAt), Enabled: aws.Bool(true),
+		},
+	})
+	if err != nil {
+		t.Fatalf("enable TTL on %s: %v", name, err)
+	}
+}
+
+func attrS(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func attrN(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// fakeDynamo answers each call from a function; a nil function fails the
+// test, so every test states exactly which calls it expects.
+type fakeDynamo struct {
+	t      *testing.T
+	put    func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+	get    func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	update func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	del    func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
+	calls  []string
+}
+
+func (f *fakeDynamo) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.calls = append(f.calls, "PutItem")
+	if f.put == nil {
+		f.t.Fatal("unexpected PutItem")
+	}
+	return f.put(in)
+}
+
+func (f *fakeDynamo) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.calls = append(f.calls, "GetItem")
+	if f.get == nil {
+		f.t.Fatal("unexpected GetItem")
+	}
+	return f.get(in)
+}
+
+func (f *fakeDynamo) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.calls = append(f.calls, "UpdateItem")
+	if f.update == nil {
+		f.t.Fatal("unexpected UpdateItem")
+	}
+	return f.update(in)
+}
+
+func (f *fakeDynamo) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	f.calls = append(f.calls, "DeleteItem")
+	if f.del == nil {
+		f.t.Fatal("unexpected DeleteItem")
+	}
+	return f.del(in)
+}
+
+var throttled = &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
+
+func ccf(status string) error {
+	e := &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+	if status != "" {
+		e.Item = map[string]types.AttributeValue{
+			idempotency.AttrID:     &types.AttributeValueMemberS{Value: "k"},
+			idempotency.AttrStatus: &types.AttributeValueMemberS{Value: status},
+		}
+	}
+	return e
+}
+
+func itemWith(status string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		idempotency.AttrID:     &types.AttributeValueMemberS{Value: "k"},
+		idempotency.AttrStatus: &types.AttributeValueMemberS{Value: status},
+	}
+}
+
+func TestDynamoDBClaimVerdicts(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		put       []error // successive PutItem results
+		get       func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+		want      error // sentinel, or nil
+		wantWrap  error // for non-sentinel errors: what it must wrap
+		wantCalls string
+	}{
+		{name: "claimed", put: []error{nil}, wantCalls: "PutItem"},
+		{name: "completed from error item", put: []error{ccf("completed")}, want: idempotency.ErrCompleted, wantCalls: "PutItem"},
+		{name: "in progress from error item", put: []error{ccf("in-progress")}, want: idempotency.ErrInProgress, wantCalls: "PutItem"},
+		{
+			name: "completed read back when the error has no item", put: []error{ccf("")},
+			get: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				if !aws.ToBool(in.ConsistentRead) {
+					return nil, errors.New("read must be consistent")
+				}
+				return &dynamodb.GetItemOutput{Item: itemWith("completed")}, nil
+			},
+			want: idempotency.ErrCompleted, wantCalls: "PutItem GetItem",
+		},
+		{
+			name: "vanished item: claim retried", put: []error{ccf(""), nil},
+			get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				return &dynamodb.GetItemOutput{}, nil
+			},
+			wantCalls: "PutItem GetItem PutItem",
+		},
+		{
+			name: "read-back failure wrapped", put: []error{ccf("")},
+			get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				return nil, throttled
+			},
+			wantWrap: throttled, wantCalls: "PutItem GetItem",
+		},
+		{name: "throttled put wrapped, nothing claimed", put: []error{throttled}, wantWrap: throttled, wantCalls: "PutItem"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeDynamo{t: t, get: tt.get}
+			f.put = func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+				checkPut(t, in, now)
+				err := tt.put[0]
+				tt.put = tt.put[1:]
+				return &dynamodb.PutItemOutput{}, err
+			}
+			s := idempotency.NewDynamoDB(f, "tbl", idempotency.WithDynamoClock(func() time.Time { return now }))
+			err := s.Claim(context.Background(), "k", 30*time.Second)
+			switch {
+			case tt.wantWrap != nil:
+				if !errors.Is(err, tt.wantWrap) {
+					t.Fatalf("Claim = %v; want it to wrap %v", err, tt.wantWrap)
+				}
+				if errors.Is(err, idempotency.ErrInProgress) || errors.Is(err, idempotency.ErrCompleted) {
+					t.Fatalf("Claim = %v; an API failure must not look like a verdict", err)
+				}
+				if !strings.Contains(err.Error(), `claim "k"`) {
+					t.Fatalf("Claim = %v; want context naming the op and key", err)
+				}
+			case tt.want != nil:
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("Claim = %v; want %v", err, tt.want)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("Claim = %v; want nil", err)
+				}
+			}
+			if got := strings.Join(f.calls, " "); got != tt.wantCalls {
+				t.Fatalf("calls = %q; want %q", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func checkPut(t *testing.T, in *dynamodb.PutItemInput, now time.Time) {
+	t.Helper()
+	if aws.ToString(in.TableName) != "tbl" {
+		t.Errorf("table = %q", aws.ToString(in.TableName))
+	}
+	if in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
+		t.Errorf("ReturnValuesOnConditionCheckFailure = %q; want ALL_OLD", in.ReturnValuesOnConditionCheckFailure)
+	}
+	if got := attrS(in.Item, idempotency.AttrStatus); got != "in-progress" {
+		t.Errorf("status = %q", got)
+	}
+	if got, want := attrN(in.Item, idempotency.AttrExpiresAt), fmt.Sprint(now.Unix()+30); got != want {
+		t.Errorf("expiresAt = %s; want %s", got, want)
+	}
+	if got, want := attrN(in.ExpressionAttributeValues, ":now"), fmt.Sprint(now.Unix()); got != want {
+		t.Errorf(":now = %s; want %s", got, want)
+	}
+}
+
+func TestDynamoDBCompleteAndReleaseFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		call     func(*idempotency.DynamoDB) error
+		update   error
+		del      error
+		want     error // errors.Is target; nil means success
+		verdict  bool  // want is a sentinel verdict rather than a wrapped API error
+		wantText string
+	}{
+		{name: "complete ok", call: complete, update: nil},
+		{name: "complete without claim", call: complete, update: ccf(""), want: idempotency.ErrNotClaimed, verdict: true},
+		{name: "complete throttled", call: complete, update: throttled, want: throttled, wantText: `complete "k"`},
+		{name: "release ok", call: release, del: nil},
+		{name: "release of completed or absent is a no-op", call: release, del: ccf("")},
+		{name: "release throttled", call: release, del: throttled, want: throttled, wantText: `release "k"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeDynamo{t: t}
+			f.update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+				if !strings.Contains(aws.ToString(in.ConditionExpression), "#st = :inprogress") {
+					t.Errorf("update condition = %q; want it conditioned on the claim", aws.ToString(in.ConditionExpression))
+				}
+				return &dynamodb.UpdateItemOutput{}, tt.update
+			}
+			f.del = func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+				if aws.ToString(in.ConditionExpression) != "#st = :inprogress" {
+					t.Errorf("delete condition = %q; want it conditioned on in-progress", aws.ToString(in.ConditionExpression))
+				}
+				return &dynamodb.DeleteItemOutput{}, tt.del
+			}
+			err := tt.call(idempotency.NewDynamoDB(f, "tbl"))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("err = %v; want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v; want it to wrap %v", err, tt.want)
+			}
+			if !tt.verdict && errors.Is(err, idempotency.ErrNotClaimed) {
+				t.Fatalf("err = %v; an API failure must not look like a verdict", err)
+			}
+			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
+				t.Fatalf("err = %v; want context %q", err, tt.wantText)
+			}
+		})
+	}
+}
+
+func complete(d *idempotency.DynamoDB) error { return d.Complete(context.Background(), "k", time.Hour) }
+func release(d *idempotency.DynamoDB) error  { return d.Release(context.Background(), "k") }

@@ -1,0 +1,368 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/linemock"
+)
+
+const token = "test-access-token"
+
+// fixture is a worker wired to a linemock server, a memory store and a
+// recording ops topic.
+type fixture struct {
+	line  *linemock.Server
+	srv   *httptest.Server
+	store *idempotency.Memory
+	ops   *fakeTopic
+	proc  *Processor
+	now   time.Time
+	mu    sync.Mutex
+	seen  []Result
+}
+
+type fakeTopic struct {
+	mu   sync.Mutex
+	msgs []*sns.PublishInput
+}
+
+func (f *fakeTopic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.msgs = append(f.msgs, in)
+	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
+}
+
+func (f *fakeTopic) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.msgs)
+}
+
+func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
+	t.Helper()
+	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &fakeTopic{}}
+	f.line = linemock.New(linemock.WithTokens(token))
+	f.srv = httptest.NewServer(f.line)
+	t.Cleanup(f.srv.Close)
+	base := []Option{
+		WithMessenger(func() bot.Messenger {
+			return lineapi.New(token, lineapi.WithBaseURL(f.srv.URL), lineapi.WithSleep(func(context.Context, time.Duration) error { return nil }))
+		}),
+		WithCrashReports(f.ops, "arn:aws:sns:us-east-1:000000000000:ops"),
+		WithIdentity("WorkerFunction", "us-east-1"),
+		WithObserver(func(r Result) { f.mu.Lock(); f.seen = append(f.seen, r); f.mu.Unlock() }),
+	}
+	p, err := New(router, f.store, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.proc = p
+	return f
+}
+
+// textEvent is a LINE text message event from a user, timestamped at.
+func textEvent(id, text string, at time.Time, replyToken string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"type":"message","mode":"active","timestamp":%d,"source":{"type":"user","userId":"Uuser0001"},"webhookEventId":%q,"deliveryContext":{"isRedelivery":false},"replyToken":%q,"message":{"id":"1","type":"text","quoteToken":"q","text":%q}}`,
+		at.UnixMilli(), id, replyToken, text))
+}
+
+// record wraps a raw LINE event the way EventBridge delivers it to SQS.
+func record(msgID string, receive int, raw json.RawMessage) events.SQSMessage {
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	body, _ := json.Marshal(map[string]any{
+		"version": "0", "id": "eb-" + msgID, "detail-type": head.Type, "source": "line.webhook",
+		"account": "000000000000", "time": "2026-11-29T08:00:00Z", "region": "us-east-1", "resources": []string{},
+		"detail": map[string]any{"destination": "Ubot", "receivedAt": time.Now().UTC().Format(time.RFC3339Nano), "event": raw},
+	})
+	return events.SQSMessage{MessageId: msgID, Body: string(body), Attributes: map[string]string{
+		"ApproximateReceiveCount": fmt.Sprint(receive),
+		"AWSTraceHeader":          "Root=1-6749f1a2-3b8c4d5e6f7a8b9c0d1e2f3a;Parent=53995c3f42cd8ad8;Sampled=1",
+	}}
+}
+
+func echoRouter() *bot.Router {
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error { return e.ReplyText(ctx, "echo: "+text) })
+	return r
+}
+
+func failedIDs(resp events.SQSEventResponse) []string {
+	var ids []string
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+func TestEchoReplies(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	f.line.IssueReplyTokenTo("rt-1", "Uuser0001", time.Now())
+	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV1", "hello", time.Now(), "rt-1"))}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	msgs := f.line.Messages()
+	if len(msgs) != 1 || msgs[0].Via != "reply" || !strings.Contains(string(msgs[0].Messages[0]), "echo: hello") {
+		t.Fatalf("messages %+v", msgs)
+	}
+}
+
+func TestSameRecordTwiceHasOneEffect(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	f.line.IssueReplyTokenTo("rt-2", "Uuser0001", time.Now())
+	ev := textEvent("01EV2", "once", time.Now(), "rt-2")
+	for i, rec := range []events.SQSMessage{record("m1", 1, ev), record("m2", 1, ev), record("m1", 2, ev)} {
+		resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
+		if len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d failed: %+v", i, resp)
+		}
+	}
+	if n := len(f.line.Messages()); n != 1 {
+		t.Fatalf("%d messages sent, want 1", n)
+	}
+	outcomes := []Outcome{f.seen[0].Outcome, f.seen[1].Outcome, f.seen[2].Outcome}
+	if outcomes[0] != OutcomeOK || outcomes[1] != OutcomeDuplicate || outcomes[2] != OutcomeDuplicate {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+}
+
+// A handler that pushed, then failed: the retry pushes again with the same
+// retry key, LINE answers 409, and the user still has one message.
+func TestRetryAfterPushSucceededSendsNothingNew(t *testing.T) {
+	var calls atomic.Int32
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+		if err := e.Push(ctx, e.Source.ChatID(), lineapiText("pushed")); err != nil {
+			return err
+		}
+		if calls.Add(1) == 1 {
+			return errors.New("database down after the push")
+		}
+		return nil
+	})
+	f := newFixture(t, r)
+	ev := textEvent("01EV3", "x", time.Now(), "")
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, ev)}})
+	if got := failedIDs(resp); len(got) != 1 {
+		t.Fatalf("first attempt should fail, got %v", got)
+	}
+	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 2, ev)}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("retry failed: %+v", resp)
+	}
+	if n := len(f.line.Messages()); n != 1 {
+		t.Fatalf("%d messages, want 1 (the retry's push must be a 409)", n)
+	}
+	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
+		t.Fatalf("calls %v: want one 409", f.line.Calls())
+	}
+}
+
+func TestExpiredReplyTokenFallsBackToPush(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	old := time.Now().Add(-2 * time.Minute)
+	f.line.IssueReplyTokenTo("rt-old", "Uuser0001", old)
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV4", "late", old, "rt-old"))}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v", resp)
+	}
+	msgs := f.line.Messages()
+	if len(msgs) != 1 || msgs[0].Via != "push" || msgs[0].To != "Uuser0001" || msgs[0].RetryKey != lineapi.RetryKey("01EV4", 0) {
+		t.Fatalf("messages %+v", msgs)
+	}
+}
+
+func TestRateLimitedThenSucceeds(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	f.line.IssueReplyTokenTo("rt-5", "Uuser0001", time.Now())
+	f.line.Inject(linemock.Fault{Path: "/v2/bot/message/reply", Status: 429, Times: 1})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV5", "hi", time.Now(), "rt-5"))}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v", resp)
+	}
+	if n := len(f.line.Messages()); n != 1 {
+		t.Fatalf("%d messages, want 1", n)
+	}
+	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/reply", Status: 429}] != 1 {
+		t.Fatalf("calls %v", f.line.Calls())
+	}
+}
+
+func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+		if text == "boom" {
+			panic("boom with token Bearer abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH")
+		}
+		return nil
+	})
+	f := newFixture(t, r)
+	var recs []events.SQSMessage
+	for i := range 10 {
+		text := "fine"
+		if i == 6 {
+			text = "boom"
+		}
+		recs = append(recs, record(fmt.Sprintf("m%d", i), 1, textEvent(fmt.Sprintf("01EVP%d", i), text, time.Now(), "")))
+	}
+	boom := textEvent("01EVP6", "boom", time.Now(), "")
+	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failedIDs(resp); len(got) != 1 || got[0] != "m6" {
+		t.Fatalf("failures %v, want exactly [m6]", got)
+	}
+	if f.ops.count() != 1 {
+		t.Fatalf("%d crash reports, want 1", f.ops.count())
+	}
+	in := f.ops.msgs[0]
+	if in.MessageAttributes[crash.AttributeKind].StringValue == nil || *in.MessageAttributes[crash.AttributeKind].StringValue != crash.KindCrash {
+		t.Fatalf("crash report not marked: %+v", in.MessageAttributes)
+	}
+	rep, err := crash.Parse([]byte(*in.Message))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.WebhookEventID != "01EVP6" || rep.EventType != "message" || rep.Function != "WorkerFunction" || !strings.Contains(rep.Stack, "worker") {
+		t.Fatalf("report %+v", rep)
+	}
+	if strings.Contains(*in.Message, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH") {
+		t.Fatal("token-shaped string reached the crash report")
+	}
+	// The retry (second receive) panics again but reports nothing new.
+	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m6", 2, boom)}})
+	if len(resp.BatchItemFailures) != 1 || f.ops.count() != 1 {
+		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), f.ops.count())
+	}
+}
+
+func TestStandbyIsAcknowledgedNotAnswered(t *testing.T) {
+	var ran atomic.Bool
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, _ string) error { ran.Store(true); return e.ReplyText(ctx, "no") })
+	f := newFixture(t, r)
+	raw := json.RawMessage(strings.Replace(string(textEvent("01EV6", "hi", time.Now(), "rt-6")), `"mode":"active"`, `"mode":"standby"`, 1))
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, raw)}})
+	if len(resp.BatchItemFailures) != 0 || ran.Load() || len(f.line.Messages()) != 0 {
+		t.Fatalf("standby: failures %v ran %v messages %d", resp.BatchItemFailures, ran.Load(), len(f.line.Messages()))
+	}
+}
+
+func TestMalformedRecordFailsAlone(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	good := record("good", 1, textEvent("01EV7", "hi", time.Now(), ""))
+	bad := events.SQSMessage{MessageId: "bad", Body: "not json", Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+	noType := record("notype", 1, json.RawMessage(`{"webhookEventId":"x"}`))
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{good, bad, noType}})
+	got := failedIDs(resp)
+	if len(got) != 2 || !contains(got, "bad") || !contains(got, "notype") {
+		t.Fatalf("failures %v", got)
+	}
+}
+
+func TestInProgressElsewhereIsRetriedLater(t *testing.T) {
+	f := newFixture(t, echoRouter())
+	if err := f.store.Claim(context.Background(), "01EV8", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV8", "hi", time.Now(), ""))}})
+	if len(resp.BatchItemFailures) != 1 || len(f.line.Messages()) != 0 {
+		t.Fatalf("in-progress: %+v, %d messages", resp, len(f.line.Messages()))
+	}
+}
+
+// A failed handler releases its claim so the retry runs the handler again.
+func TestFailureReleasesClaim(t *testing.T) {
+	var runs atomic.Int32
+	r := bot.NewRouter()
+	r.OnText("", func(context.Context, *bot.Event, string) error {
+		if runs.Add(1) == 1 {
+			return errors.New("transient")
+		}
+		return nil
+	})
+	f := newFixture(t, r)
+	ev := textEvent("01EV9", "x", time.Now(), "")
+	f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, ev)}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 2, ev)}})
+	if len(resp.BatchItemFailures) != 0 || runs.Load() != 2 {
+		t.Fatalf("retry: %+v runs %d", resp, runs.Load())
+	}
+}
+
+func TestRecordDeadline(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, _ *bot.Event, _ string) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	f := newFixture(t, r, WithRecordTimeout(50*time.Millisecond))
+	start := time.Now()
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EVA", "x", time.Now(), ""))}})
+	if len(resp.BatchItemFailures) != 1 || time.Since(start) > 5*time.Second {
+		t.Fatalf("deadline not applied: %+v after %v", resp, time.Since(start))
+	}
+	if !errors.Is(f.seen[0].Err, context.DeadlineExceeded) {
+		t.Fatalf("err %v", f.seen[0].Err)
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	var cur, peak atomic.Int32
+	r := bot.NewRouter()
+	r.OnText("", func(context.Context, *bot.Event, string) error {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		cur.Add(-1)
+		return nil
+	})
+	f := newFixture(t, r, WithConcurrency(3))
+	var recs []events.SQSMessage
+	for i := range 10 {
+		recs = append(recs, record(fmt.Sprint(i), 1, textEvent(fmt.Sprintf("01EVC%d", i), "x", time.Now(), "")))
+	}
+	f.proc.Handle(context.Background(), events.SQSEvent{Records: recs})
+	if peak.Load() > 3 || peak.Load() < 2 {
+		t.Fatalf("peak concurrency %d, want 2..3", peak.Load())
+	}
+}
+
+func lineapiText(s string) messaging_api.TextMessage { return messaging_api.TextMessage{Text: s} }
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
