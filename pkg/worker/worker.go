@@ -141,7 +141,9 @@ func WithIdentity(function, region string) Option {
 }
 
 // WithSecrets are scrubbed from crash reports (besides anything token-shaped).
-func WithSecrets(s ...string) Option { return func(p *Processor) { p.secrets = append(p.secrets, s...) } }
+func WithSecrets(s ...string) Option {
+	return func(p *Processor) { p.secrets = append(p.secrets, s...) }
+}
 
 // WithClock sets the clock (tests).
 func WithClock(now func() time.Time) Option { return func(p *Processor) { p.now = now } }

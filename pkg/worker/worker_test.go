@@ -262,7 +262,10 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 func TestStandbyIsAcknowledgedNotAnswered(t *testing.T) {
 	var ran atomic.Bool
 	r := bot.NewRouter()
-	r.OnText("", func(ctx context.Context, e *bot.Event, _ string) error { ran.Store(true); return e.ReplyText(ctx, "no") })
+	r.OnText("", func(ctx context.Context, e *bot.Event, _ string) error {
+		ran.Store(true)
+		return e.ReplyText(ctx, "no")
+	})
 	f := newFixture(t, r)
 	raw := json.RawMessage(strings.Replace(string(textEvent("01EV6", "hi", time.Now(), "rt-6")), `"mode":"active"`, `"mode":"standby"`, 1))
 	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, raw)}})
