@@ -6,7 +6,7 @@ package main
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -19,22 +19,19 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	ctx := context.Background()
-	cfg, err := config.LoadWebhook(os.Getenv)
-	if err != nil {
-		log.Error("webhook cannot start", "error", err.Error())
+	cfg, cfgErr := config.LoadWebhook(os.Getenv)
+	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx)
+	obs := compose.NewObservability(os.Stdout, cfg.Metrics, compose.FunctionName(), &awsCfg)
+	if err := errors.Join(cfgErr, awsErr); err != nil {
+		obs.Logger.Error("webhook cannot start", "error", err.Error())
 		os.Exit(1)
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	obs.SSM = ssm.NewFromConfig(awsCfg)
+	h, err := compose.Webhook(ctx, cfg, eventbridge.NewFromConfig(awsCfg), obs.Common)
 	if err != nil {
-		log.Error("webhook cannot start", "error", err.Error())
+		obs.Logger.Error("webhook cannot start", "error", err.Error())
 		os.Exit(1)
 	}
-	h, err := compose.Webhook(ctx, cfg, eventbridge.NewFromConfig(awsCfg), compose.Common{Logger: log, SSM: ssm.NewFromConfig(awsCfg)})
-	if err != nil {
-		log.Error("webhook cannot start", "error", err.Error())
-		os.Exit(1)
-	}
-	lambda.Start(h.APIGateway)
+	lambda.Start(compose.Flushing(obs.Metrics, h.APIGateway))
 }

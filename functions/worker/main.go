@@ -6,7 +6,7 @@ package main
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -21,27 +21,24 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	ctx := context.Background()
-	cfg, err := config.LoadWorker(os.Getenv)
-	if err != nil {
-		log.Error("worker cannot start", "error", err.Error())
+	cfg, cfgErr := config.LoadWorker(os.Getenv)
+	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx)
+	obs := compose.NewObservability(os.Stdout, cfg.Metrics, compose.FunctionName(), &awsCfg)
+	if err := errors.Join(cfgErr, awsErr); err != nil {
+		obs.Logger.Error("worker cannot start", "error", err.Error())
 		os.Exit(1)
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Error("worker cannot start", "error", err.Error())
-		os.Exit(1)
-	}
+	obs.SSM = ssm.NewFromConfig(awsCfg)
 	p, err := compose.Worker(ctx, cfg, compose.WorkerDeps{
 		Store:    idempotency.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), cfg.IdempotencyTable),
 		Ops:      sns.NewFromConfig(awsCfg),
-		Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
+		Function: compose.FunctionName(),
 		Region:   awsCfg.Region,
-	}, compose.Common{Logger: log, SSM: ssm.NewFromConfig(awsCfg)})
+	}, obs.Common)
 	if err != nil {
-		log.Error("worker cannot start", "error", err.Error())
+		obs.Logger.Error("worker cannot start", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(p.Handle)
+	lambda.Start(compose.Flushing(obs.Metrics, p.Handle))
 }

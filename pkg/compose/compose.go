@@ -59,6 +59,9 @@ type Common struct {
 	// StartSpan and TraceID trace each worker record.
 	StartSpan worker.StartSpan
 	TraceID   func(ctx context.Context) string
+	// EventID puts a webhookEventId into ctx so every log line of a record
+	// carries it.
+	EventID func(ctx context.Context, id string) context.Context
 	// HTTPClient is used for LINE calls (wrapped for tracing by the caller).
 	HTTPClient *http.Client
 }
@@ -136,6 +139,9 @@ func Worker(ctx context.Context, cfg config.Worker, d WorkerDeps, c Common) (*wo
 	}
 	if c.StartSpan != nil && c.TraceID != nil {
 		opts = append(opts, worker.WithTracing(c.StartSpan, c.TraceID))
+	}
+	if c.EventID != nil {
+		opts = append(opts, worker.WithEventContext(c.EventID))
 	}
 	return worker.New(router, d.Store, append(opts, d.Options...)...)
 }

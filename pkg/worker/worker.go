@@ -105,6 +105,7 @@ type Processor struct {
 	observe       func(Result)
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
+	eventContext  func(ctx context.Context, id string) context.Context
 }
 
 // Option configures a Processor.
@@ -162,6 +163,12 @@ func WithObserver(f func(Result)) Option { return func(p *Processor) { p.observe
 // logs and crash reports.
 func WithTracing(start StartSpan, traceID func(ctx context.Context) string) Option {
 	return func(p *Processor) { p.startSpan, p.traceID = start, traceID }
+}
+
+// WithEventContext puts each record's webhookEventId into its context, so
+// every log line written while handling it carries the id.
+func WithEventContext(f func(ctx context.Context, id string) context.Context) Option {
+	return func(p *Processor) { p.eventContext = f }
 }
 
 // New returns a Processor running router with store for idempotency.
@@ -243,6 +250,9 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		return res
 	}
 	res.WebhookEventID, res.Type = ev.WebhookEventID, ev.Type
+	if p.eventContext != nil && ev.WebhookEventID != "" {
+		ctx = p.eventContext(ctx, ev.WebhookEventID)
+	}
 	span.Annotate("webhookEventId", ev.WebhookEventID)
 	span.Annotate("eventType", ev.Type)
 	span.Annotate("sourceType", string(ev.Source.Type))
