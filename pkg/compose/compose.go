@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/linegate/linegate/pkg/alert"
 	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
@@ -144,4 +145,27 @@ func Worker(ctx context.Context, cfg config.Worker, d WorkerDeps, c Common) (*wo
 		opts = append(opts, worker.WithEventContext(c.EventID))
 	}
 	return worker.New(router, d.Store, append(opts, d.Options...)...)
+}
+
+// Notifier builds the alert notifier: SNS records in, LINE pushes to the
+// operators out.
+func Notifier(ctx context.Context, cfg config.Notifier, region string, c Common) (*alert.Notifier, error) {
+	c.defaults()
+	vals, err := secrets.Resolve(ctx, c.SSM, cfg.AccessToken)
+	if err != nil {
+		return nil, fmt.Errorf("notifier secrets: %w", err)
+	}
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("notifier time zone: %w", err)
+	}
+	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.APIBaseURL), lineapi.WithLogger(c.Logger), lineapi.WithMetrics(c.Metrics)}
+	if c.HTTPClient != nil {
+		lineOpts = append(lineOpts, lineapi.WithHTTPClient(c.HTTPClient))
+	}
+	opts := []alert.Option{alert.WithTimeZone(loc), alert.WithLogger(c.Logger), alert.WithMetrics(c.Metrics)}
+	if region != "" {
+		opts = append(opts, alert.WithRegion(region))
+	}
+	return alert.New(lineapi.New(vals[0], lineOpts...), cfg.Operators, opts...)
 }

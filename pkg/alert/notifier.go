@@ -1,0 +1,271 @@
+// Package alert is the notifier core: it turns the messages on the ops SNS
+// topic — CloudWatch alarm notifications and linegate crash reports — into
+// LINE Flex cards and pushes them to the operators.
+//
+// functions/notifier is a thin adapter: it builds a LINE client that satisfies
+// the pusher interface, calls New once and hands every SNS event to
+// Notifier.Handle. Nothing here imports the Lambda runtime.
+//
+// Push quota is precious, so all records of one invocation are rendered first
+// and pushed together, at most 5 messages per push (LINE's limit). Each push
+// carries a retry key derived from the SNS message IDs in it and the operator,
+// so a redelivered SNS event makes LINE answer 409 instead of notifying twice.
+package alert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+	"github.com/linegate/linegate/pkg/crash"
+)
+
+// pusher sends messages to one LINE user, group or room. retryKey goes into
+// X-Line-Retry-Key; an implementation treats LINE's 409 for a repeated key as
+// success.
+type pusher interface {
+	Push(ctx context.Context, to string, retryKey string, msgs ...messaging_api.MessageInterface) error
+}
+
+// recorder receives the notifier's counters and timings.
+type recorder interface {
+	Count(name string, n float64)
+	Duration(name string, d time.Duration)
+}
+
+type noopRecorder struct{}
+
+func (noopRecorder) Count(string, float64)          {}
+func (noopRecorder) Duration(string, time.Duration) {}
+
+// Metric names reported through WithMetrics.
+const (
+	MetricRecords      = "alert.records"       // SNS records received
+	MetricMalformed    = "alert.malformed"     // records skipped as unreadable
+	MetricAlarms       = "alert.alarms"        // alarm cards rendered
+	MetricCrashes      = "alert.crashes"       // crash cards rendered
+	MetricTextFallback = "alert.text_fallback" // cards replaced by plain text (too big)
+	MetricPushes       = "alert.pushes"        // successful pushes
+	MetricPushErrors   = "alert.push_errors"   // failed pushes
+	MetricPushDuration = "alert.push"          // duration of one push
+)
+
+// ErrNoOperators is returned by New when there is nobody to notify.
+var ErrNoOperators = errors.New("alert: no operator IDs")
+
+// ErrBadOperator is returned by New for an ID that is not a LINE user, group
+// or room ID ("U", "C" or "R" followed by 32 lowercase hex digits).
+var ErrBadOperator = errors.New("alert: invalid operator ID")
+
+// operatorRE accepts LINE's ID shape ("U", "C" or "R" and 32 lowercase hex
+// digits) loosely enough for `linegate local`'s documented placeholder
+// operator, Uoperator0000000000000000000000000 (33 lowercase characters).
+var operatorRE = regexp.MustCompile(`^[UCR][0-9a-z]{32,33}$`)
+
+// retryKeyNamespace is the fixed UUID namespace of push retry keys. Changing
+// it changes every key, which would let a redelivered event notify twice.
+var retryKeyNamespace = uuid.MustParse("6f1d1c3e-5a7b-4f0e-9a57-1b0e3c2d4a68")
+
+// DefaultTimeZone is the time zone alert times are shown in unless
+// WithTimeZone says otherwise.
+const DefaultTimeZone = "Asia/Tokyo"
+
+// Notifier renders ops messages and pushes them to the operators. It is safe
+// for concurrent use if its pusher is.
+type Notifier struct {
+	push      pusher
+	operators []string
+	loc       *time.Location
+	region    string
+	log       *slog.Logger
+	metrics   recorder
+	flexLimit int // bytes of JSON per Flex message; a variable only for tests
+}
+
+// Option configures a Notifier.
+type Option func(*Notifier)
+
+// WithTimeZone shows alarm and crash times in loc (default Asia/Tokyo). A nil
+// loc is ignored.
+func WithTimeZone(loc *time.Location) Option {
+	return func(n *Notifier) {
+		if loc != nil {
+			n.loc = loc
+		}
+	}
+}
+
+// WithRegion sets the AWS region of console links. By default the region
+// comes from the alarm ARN (or the crash report), then from the topic ARN.
+func WithRegion(region string) Option { return func(n *Notifier) { n.region = region } }
+
+// WithLogger sets the structured logger (default: JSON to stderr). The
+// notifier never logs message text, reasons, stacks or tokens.
+func WithLogger(l *slog.Logger) Option {
+	return func(n *Notifier) {
+		if l != nil {
+			n.log = l
+		}
+	}
+}
+
+// WithMetrics sends counters and push timings (the Metric* names) to r.
+func WithMetrics(r recorder) Option {
+	return func(n *Notifier) {
+		if r != nil {
+			n.metrics = r
+		}
+	}
+}
+
+// New returns a Notifier that pushes through p to every operator (LINE user,
+// group or room IDs; duplicates are pushed once). It fails with
+// ErrNoOperators or ErrBadOperator, and when p is nil or an explicit region
+// is not an AWS region name.
+//
+// The default time zone is loaded with time.LoadLocation; a binary that must
+// not depend on the host's zoneinfo imports _ "time/tzdata". Without either,
+// Asia/Tokyo falls back to a fixed UTC+9 zone (Japan has no daylight saving).
+func New(p pusher, operators []string, opts ...Option) (*Notifier, error) {
+	if p == nil {
+		return nil, errors.New("alert: nil pusher")
+	}
+	n := &Notifier{
+		push:      p,
+		loc:       defaultLocation(),
+		log:       slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		metrics:   noopRecorder{},
+		flexLimit: MaxFlexBytes,
+	}
+	seen := map[string]bool{}
+	for _, id := range operators {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		if !operatorRE.MatchString(id) {
+			return nil, fmt.Errorf("%w: %q", ErrBadOperator, id)
+		}
+		if !seen[id] {
+			seen[id] = true
+			n.operators = append(n.operators, id)
+		}
+	}
+	if len(n.operators) == 0 {
+		return nil, ErrNoOperators
+	}
+	for _, opt := range opts {
+		opt(n)
+	}
+	if n.region != "" && !regionRE.MatchString(n.region) {
+		return nil, fmt.Errorf("alert: region %q is not an AWS region name", n.region)
+	}
+	return n, nil
+}
+
+func defaultLocation() *time.Location {
+	if loc, err := time.LoadLocation(DefaultTimeZone); err == nil {
+		return loc
+	}
+	return time.FixedZone("JST", 9*60*60)
+}
+
+// rendered is one record turned into one LINE message.
+type rendered struct {
+	id  string // the identity of the record in retry keys
+	msg messaging_api.MessageInterface
+}
+
+// Handle renders every record of an SNS event and pushes the messages to
+// every operator, at most MaxMessagesPerPush per push, in record order.
+//
+// A record that cannot be read (not JSON, not a CloudWatch alarm, a crash
+// report that fails crash.Parse, an unknown linegate-kind) is logged and
+// skipped: retrying it can never help, so it never makes Handle fail, even
+// when every record is unreadable (Handle then returns nil).
+//
+// A failed push makes Handle return an error naming the operator (all
+// failures joined with errors.Join) so that SNS/Lambda retries the event;
+// the remaining pushes are still attempted. On the retry, pushes that had
+// succeeded carry the same retry keys and are not delivered twice.
+func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
+	n.metrics.Count(MetricRecords, float64(len(ev.Records)))
+	var msgs []rendered
+	for i, rec := range ev.Records {
+		a, err := parseRecord(rec)
+		if err != nil {
+			n.metrics.Count(MetricMalformed, 1)
+			n.log.ErrorContext(ctx, "alert: skipping unreadable SNS record",
+				"record", i, "messageId", rec.SNS.MessageID, "error", err.Error())
+			continue
+		}
+		m, fallback := n.render(a)
+		if fallback {
+			n.metrics.Count(MetricTextFallback, 1)
+			n.log.WarnContext(ctx, "alert: card too large, sending plain text",
+				"messageId", rec.SNS.MessageID, "kind", a.kind())
+		}
+		if a.alarm != nil {
+			n.metrics.Count(MetricAlarms, 1)
+		} else {
+			n.metrics.Count(MetricCrashes, 1)
+		}
+		msgs = append(msgs, rendered{id: a.id, msg: m})
+	}
+	if len(msgs) == 0 {
+		if len(ev.Records) > 0 {
+			n.log.WarnContext(ctx, "alert: no readable record in SNS event; nothing pushed", "records", len(ev.Records))
+		}
+		return nil
+	}
+
+	var errs []error
+	pushes := 0
+	for _, op := range n.operators {
+		for start := 0; start < len(msgs); start += MaxMessagesPerPush {
+			chunk := msgs[start:min(start+MaxMessagesPerPush, len(msgs))]
+			key := retryKey(op, chunk)
+			batch := make([]messaging_api.MessageInterface, len(chunk))
+			for i, r := range chunk {
+				batch[i] = r.msg
+			}
+			began := time.Now()
+			err := n.push.Push(ctx, op, key, batch...)
+			n.metrics.Duration(MetricPushDuration, time.Since(began))
+			if err != nil {
+				n.metrics.Count(MetricPushErrors, 1)
+				n.log.ErrorContext(ctx, "alert: push failed",
+					"operator", op, "messages", len(batch), "retryKey", key, "error", crash.Scrub(err.Error()))
+				errs = append(errs, fmt.Errorf("alert: push %d message(s) to operator %s: %w", len(batch), op, err))
+				continue
+			}
+			pushes++
+			n.metrics.Count(MetricPushes, 1)
+		}
+	}
+	n.log.InfoContext(ctx, "alert: notified",
+		"records", len(ev.Records), "messages", len(msgs), "operators", len(n.operators),
+		"pushes", pushes, "failedPushes", len(errs))
+	return errors.Join(errs...)
+}
+
+// retryKey is a UUID (v5) derived from the operator and the identities of the
+// records in the chunk: the same chunk to another operator gets another key,
+// the same chunk redelivered gets the same key.
+func retryKey(operator string, chunk []rendered) string {
+	var b strings.Builder
+	b.WriteString(operator)
+	for _, r := range chunk {
+		b.WriteByte(0)
+		b.WriteString(r.id)
+	}
+	return uuid.NewSHA1(retryKeyNamespace, []byte(b.String())).String()
+}
