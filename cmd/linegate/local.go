@@ -2,66 +2,45 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"sync"
-	"time"
+	"os"
 
-	"github.com/linegate/linegate/pkg/eventbus"
-	"github.com/linegate/linegate/pkg/ingress"
+	"github.com/linegate/linegate/pkg/local"
 )
-
-// printingBus stands in for EventBridge: it prints each entry it would publish.
-type printingBus struct {
-	mu  sync.Mutex
-	out io.Writer
-}
-
-func (p *printingBus) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, e := range entries {
-		line, _ := json.Marshal(map[string]any{"source": eventbus.DefaultSource, "detail-type": e.DetailType, "detail": json.RawMessage(e.Detail)})
-		fmt.Fprintf(p.out, "publish %s\n", line)
-	}
-	return eventbus.Result{Accepted: len(entries)}, nil
-}
 
 func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:3000", "address to serve the webhook on")
+	addr := fs.String("addr", local.DefaultAddr, "address to serve the webhook, the local LINE API and the inspect endpoints on")
+	tmpl := fs.String("template", "template.yaml", "the SAM template to run")
+	scale := fs.Float64("time-scale", 1, "compress visibility timeouts and alarm periods by this factor (60: a 3-minute timeout takes 3 s)")
+	endpoint := fs.String("endpoint-url", "", "run against this AWS-compatible endpoint (moto_server, LocalStack) instead of the in-memory cloud")
+	verbose := fs.Bool("verbose", false, "also print the functions' JSON logs and EMF metrics to stderr")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	secret := envOr("LINE_CHANNEL_SECRET", "local-channel-secret")
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	h, err := ingress.New(&printingBus{out: stdout}, ingress.WithSecrets(secret), ingress.WithLogger(log))
+	if *scale <= 0 {
+		return usageError{"--time-scale must be positive"}
+	}
+	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout}
+	if *verbose {
+		cfg.Logs = stderr
+	}
+	rt, err := local.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/webhook", h)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
+	defer rt.Close()
+	backend := "in-memory cloud"
+	if *endpoint != "" {
+		backend = *endpoint
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(stdout, "linegate local ready: webhook http://%s/webhook\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
+	fmt.Fprintf(stdout, "linegate local ready: webhook %s (%s, time scale %g)\n", rt.WebhookURL(), backend, *scale)
+	fmt.Fprintf(stdout, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
+	fmt.Fprintf(stdout, "  inspect: %s/_local/events  /_local/line/messages  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "linegate local: shutting down")
 	return nil
 }

@@ -19,9 +19,10 @@ import (
 // commands maps a subcommand to its entry point. Each returns an error whose
 // text is printed; exit status 2 is for usage errors.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"local": runLocal,
-	"send":  runSend,
-	"sign":  runSign,
+	"local":   runLocal,
+	"send":    runSend,
+	"sign":    runSign,
+	"redrive": runRedrive,
 }
 
 func main() {
@@ -63,6 +64,7 @@ commands:
   local    run the whole pipeline on this machine (webhook, bus, queues, workers, alarms, notifier)
   send     sign and post a webhook to a running linegate (or any webhook URL)
   sign     print the x-line-signature of a file's bytes
+  redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
 
 run 'linegate <command> -h' for a command's flags
 `)

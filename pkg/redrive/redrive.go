@@ -1,0 +1,113 @@
+// Package redrive moves a dead-letter queue's messages back to the queues
+// they came from, with SQS's StartMessageMoveTask: the same call against AWS,
+// an AWS-compatible endpoint, or `linegate local`.
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// ErrNotDLQ is returned when the named queue is not any queue's dead-letter
+// queue (SQS refuses to move messages out of it).
+var ErrNotDLQ = errors.New("redrive: not a dead-letter queue")
+
+// ErrFailed is returned when the move task ends in FAILED or CANCELLED.
+var ErrFailed = errors.New("redrive: move task did not complete")
+
+// queues is the SQS surface a redrive uses.
+type queues interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+}
+
+// Result is what a finished redrive did.
+type Result struct {
+	Queue    string // the DLQ
+	Source   string // its ARN
+	Status   string // COMPLETED, FAILED, CANCELLED or RUNNING (when not waited for)
+	Moved    int64
+	ToMove   int64
+	Failure  string
+	Duration time.Duration
+}
+
+// Options tune a redrive.
+type Options struct {
+	// RatePerSecond caps the move (0: SQS's default, as fast as it can).
+	RatePerSecond int32
+	// Wait for the task to finish, polling every PollEvery (default 500 ms).
+	Wait      bool
+	PollEvery time.Duration
+}
+
+// Run starts moving every message of the DLQ named queue back to its source
+// queue(s) and, with opts.Wait, waits until the task ends (ctx bounds it).
+func Run(ctx context.Context, q queues, queue string, opts Options) (Result, error) {
+	start := time.Now()
+	res := Result{Queue: queue}
+	u, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queue)})
+	if err != nil {
+		return res, fmt.Errorf("find queue %s: %w", queue, err)
+	}
+	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		return res, fmt.Errorf("queue attributes of %s: %w", queue, err)
+	}
+	res.Source = attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
+	in := &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(res.Source)}
+	if opts.RatePerSecond > 0 {
+		in.MaxNumberOfMessagesPerSecond = aws.Int32(opts.RatePerSecond)
+	}
+	if _, err := q.StartMessageMoveTask(ctx, in); err != nil {
+		var unsupported *types.UnsupportedOperation
+		if errors.As(err, &unsupported) {
+			return res, fmt.Errorf("%w: %s: %v", ErrNotDLQ, queue, err)
+		}
+		return res, fmt.Errorf("start message move task from %s: %w", queue, err)
+	}
+	res.Status = "RUNNING"
+	if !opts.Wait {
+		res.Duration = time.Since(start)
+		return res, nil
+	}
+	every := opts.PollEvery
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	for {
+		out, err := q.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(res.Source), MaxResults: aws.Int32(1)})
+		if err != nil {
+			return res, fmt.Errorf("list message move tasks of %s: %w", queue, err)
+		}
+		if len(out.Results) > 0 {
+			t := out.Results[0]
+			res.Status = aws.ToString(t.Status)
+			res.Moved = t.ApproximateNumberOfMessagesMoved
+			res.ToMove = aws.ToInt64(t.ApproximateNumberOfMessagesToMove)
+			res.Failure = aws.ToString(t.FailureReason)
+			switch res.Status {
+			case "COMPLETED":
+				res.Duration = time.Since(start)
+				return res, nil
+			case "FAILED", "CANCELLED":
+				res.Duration = time.Since(start)
+				return res, fmt.Errorf("%w: %s %s", ErrFailed, res.Status, res.Failure)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("wait for the move task of %s: %w", queue, ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}

@@ -1,0 +1,721 @@
+package template
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Topology is what the local cloud creates from template.yaml: every list is
+// sorted by logical id, every value is resolved (no intrinsics remain), and
+// references between resources are logical ids of this template.
+type Topology struct {
+	// StackName, Region and AccountID are the pseudo parameters used.
+	StackName, Region, AccountID string
+	// Parameters holds the effective value of every parameter that has one
+	// (list parameters joined by ",").
+	Parameters map[string]string
+	// Queues, Buses, Rules, Functions, Topics, Tables and Alarms are the
+	// resources of those types whose condition holds.
+	Queues    []Queue
+	Buses     []Bus
+	Rules     []Rule
+	Functions []Function
+	Topics    []Topic
+	Tables    []Table
+	Alarms    []Alarm
+	// Outputs holds the resolved value of every output whose condition holds.
+	Outputs map[string]string
+}
+
+// Queue is an AWS::SQS::Queue.
+type Queue struct {
+	// LogicalID is the resource's key in the template.
+	LogicalID string
+	// Name, URL and ARN follow the package's naming scheme.
+	Name, URL, ARN string
+	// VisibilityTimeout defaults to 30 s, as in SQS.
+	VisibilityTimeout time.Duration
+	DelaySeconds      int
+	// MessageRetention defaults to 4 days, as in SQS.
+	MessageRetention time.Duration
+	// RedriveTarget is the logical id of the dead-letter queue ("" for none);
+	// a message received MaxReceiveCount times moves there.
+	RedriveTarget   string
+	MaxReceiveCount int
+	// SSE is true with SQS managed encryption or a KMS key.
+	SSE  bool
+	FIFO bool
+}
+
+// Bus is an AWS::Events::EventBus.
+type Bus struct {
+	// LogicalID, Name and ARN follow the package's naming scheme.
+	LogicalID, Name, ARN string
+	// Archive is true when an AWS::Events::Archive records this bus.
+	Archive bool
+}
+
+// Rule is an AWS::Events::Rule.
+type Rule struct {
+	// LogicalID and Name follow the package's naming scheme.
+	LogicalID, Name string
+	// Bus is the name of the bus the rule is on ("default" when unset);
+	// BusLogicalID is its logical id when the bus is in this template.
+	Bus, BusLogicalID string
+	// Pattern is the resolved event pattern as JSON (nil for a schedule rule).
+	Pattern json.RawMessage
+	// State defaults to ENABLED.
+	State   string
+	Targets []Target
+}
+
+// Target is one target of a rule; exactly one of QueueLogicalID,
+// TopicLogicalID and FunctionLogicalID is set. Input transformation
+// (Input, InputPath, InputTransformer) is not modelled.
+type Target struct {
+	// ID is the target's Id within its rule.
+	ID string
+	// QueueLogicalID, TopicLogicalID or FunctionLogicalID names the target.
+	QueueLogicalID, TopicLogicalID, FunctionLogicalID string
+	// MaxRetryAttempts and MaxEventAge default to EventBridge's 185 and 24 h.
+	MaxRetryAttempts int
+	MaxEventAge      time.Duration
+	// DLQLogicalID is the queue that receives events the target could not
+	// take ("" for none).
+	DLQLogicalID string
+}
+
+// Function is an AWS::Serverless::Function with SAM's Globals applied.
+type Function struct {
+	// LogicalID is the template key; Name the physical function name.
+	LogicalID, Name string
+	// CodeURI is the local code path ("" for an S3 location); Handler and
+	// Runtime are as deployed.
+	CodeURI string
+	Handler string
+	Runtime string
+	// Timeout defaults to 3 s and MemorySize to 128 MB, as in Lambda.
+	Timeout    time.Duration
+	MemorySize int
+	// Env holds the resolved environment: values that reference resources are
+	// their local physical names, URLs or ARNs.
+	Env       map[string]string
+	SQSEvents []SQSMapping
+	SNSEvents []SNSMapping
+	APIEvents []APIEvent
+	// OnFailureQueue is the logical id of the queue of the on-failure
+	// destination for asynchronous invocations ("" for none).
+	OnFailureQueue string
+	// MaxAsyncRetries is EventInvokeConfig.MaximumRetryAttempts (Lambda's
+	// default: 2).
+	MaxAsyncRetries int
+}
+
+// SQSMapping is an SQS event source of a function. Disabled mappings are
+// left out.
+type SQSMapping struct {
+	// Name is the event's key in the function's Events.
+	Name string
+	// Queue is the logical id of the queue.
+	Queue string
+	// BatchSize defaults to 10.
+	BatchSize      int
+	BatchingWindow time.Duration
+	// ReportBatchItemFailures is true when FunctionResponseTypes has it.
+	ReportBatchItemFailures bool
+	// MaxConcurrency is ScalingConfig.MaximumConcurrency (0: unlimited).
+	MaxConcurrency int
+}
+
+// SNSMapping is an SNS subscription of a function.
+type SNSMapping struct {
+	// Name is the event's key in the function's Events.
+	Name string
+	// Topic is the logical id of the topic.
+	Topic string
+}
+
+// APIEvent is an API Gateway route to a function.
+type APIEvent struct {
+	// Name is the event's key in the function's Events.
+	Name string
+	// API is the logical id of the API (RestApiId/ApiId), "" for SAM's
+	// implicit API.
+	API string
+	// Path and Method (upper case) select the route.
+	Path   string
+	Method string
+}
+
+// Topic is an AWS::SNS::Topic.
+type Topic struct {
+	// LogicalID, Name and ARN follow the package's naming scheme.
+	LogicalID, Name, ARN string
+}
+
+// Table is an AWS::DynamoDB::Table or AWS::Serverless::SimpleTable.
+type Table struct {
+	// LogicalID and Name follow the package's naming scheme.
+	LogicalID, Name string
+	// HashKey is the partition key attribute; TTLAttribute the TTL attribute
+	// when TTL is enabled.
+	HashKey, TTLAttribute string
+}
+
+// Alarm is an AWS::CloudWatch::Alarm on a single metric.
+type Alarm struct {
+	// LogicalID and Name follow the package's naming scheme.
+	LogicalID, Name string
+	// Namespace, MetricName, Dimensions (resolved) and Statistic (or
+	// ExtendedStatistic) select the metric.
+	Namespace, MetricName string
+	Dimensions            map[string]string
+	Statistic             string
+	// Period is the length of one evaluation period.
+	Period            time.Duration
+	EvaluationPeriods int
+	// DatapointsToAlarm defaults to EvaluationPeriods.
+	DatapointsToAlarm int
+	// Threshold, ComparisonOperator and TreatMissingData (default "missing")
+	// are as in CloudWatch.
+	Threshold          float64
+	ComparisonOperator string
+	TreatMissingData   string
+	// AlarmActions and OKActions are logical ids of topics of this template;
+	// actions on anything else are kept, as ARNs, in ExternalActions.
+	AlarmActions, OKActions []string
+	ExternalActions         []string
+}
+
+// reader reads typed values out of resolved properties, keeping the first
+// error together with the path of the value.
+type reader struct {
+	path string
+	m    map[string]any
+	err  *error
+}
+
+func newReader(path string, m map[string]any) reader {
+	var err error
+	return reader{path: path, m: m, err: &err}
+}
+
+func (r reader) fail(key, format string, a ...any) {
+	if *r.err == nil {
+		*r.err = fmt.Errorf("%s.%s: %w: %s", r.path, key, ErrSyntax, fmt.Sprintf(format, a...))
+	}
+}
+
+func (r reader) has(key string) bool { _, ok := r.m[key]; return ok }
+
+func (r reader) str(key string) string {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return ""
+	}
+	s, ok := scalarString(v)
+	if !ok {
+		r.fail(key, "want a string, got %s", describe(v))
+	}
+	return s
+}
+
+func (r reader) num(key string, def float64) float64 {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return def
+	}
+	s, _ := scalarString(v)
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		r.fail(key, "want a number, got %s", describe(v))
+		return def
+	}
+	return f
+}
+
+func (r reader) int(key string, def int) int {
+	f := r.num(key, float64(def))
+	if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+		r.fail(key, "want an integer, got %v", f)
+		return def
+	}
+	return int(f)
+}
+
+func (r reader) seconds(key string, def int) time.Duration {
+	return time.Duration(r.int(key, def)) * time.Second
+}
+
+func (r reader) bool(key string) bool {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return false
+	}
+	s, _ := scalarString(v)
+	switch strings.ToLower(s) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	r.fail(key, "want a boolean, got %s", describe(v))
+	return false
+}
+
+// sub reads a nested map; a JSON object given as a string (as CloudFormation
+// allows for RedrivePolicy and EventPattern) is decoded.
+func (r reader) sub(key string) reader {
+	out := reader{path: r.path + "." + key, m: map[string]any{}, err: r.err}
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return out
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out.m = x
+	case string:
+		if err := json.Unmarshal([]byte(x), &out.m); err != nil {
+			r.fail(key, "want a JSON object: %v", err)
+		}
+	default:
+		r.fail(key, "want a mapping, got %s", describe(v))
+	}
+	return out
+}
+
+func (r reader) list(key string) []any {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		r.fail(key, "want a list, got %s", describe(v))
+	}
+	return l
+}
+
+func (r reader) strings(key string) []string {
+	var out []string
+	for i, v := range r.list(key) {
+		s, ok := scalarString(v)
+		if !ok {
+			r.fail(fmt.Sprintf("%s[%d]", key, i), "want a string, got %s", describe(v))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// index maps ARNs (and names) of this template's resources to logical ids.
+type index struct {
+	queues, topics, functions, buses map[string]string
+}
+
+func (e *evaluator) buildIndex() (index, error) {
+	ix := index{queues: map[string]string{}, topics: map[string]string{}, functions: map[string]string{}, buses: map[string]string{}}
+	for _, id := range sortedKeys(e.resources) {
+		r := e.resources[id]
+		if !r.enabled {
+			continue
+		}
+		var m map[string]string
+		attr := "Arn"
+		switch r.typ {
+		case "AWS::SQS::Queue":
+			m = ix.queues
+		case "AWS::SNS::Topic":
+			m, attr = ix.topics, "TopicArn"
+		case "AWS::Serverless::Function", "AWS::Lambda::Function":
+			m = ix.functions
+		case "AWS::Events::EventBus":
+			m = ix.buses
+		default:
+			continue
+		}
+		name, err := e.physicalName(r)
+		if err != nil {
+			return ix, err
+		}
+		arn, err := kinds[r.typ].attrs[attr](e, r, name)
+		if err != nil {
+			return ix, err
+		}
+		m[arn] = id
+		m[name] = id
+	}
+	return ix, nil
+}
+
+func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
+	t := &Topology{
+		StackName:  e.cfg.stack,
+		Region:     e.cfg.region,
+		AccountID:  e.cfg.account,
+		Parameters: map[string]string{},
+		Outputs:    map[string]string{},
+	}
+	for name, v := range e.params {
+		switch x := v.(type) {
+		case string:
+			t.Parameters[name] = x
+		case []any:
+			parts := make([]string, len(x))
+			for i, p := range x {
+				parts[i], _ = scalarString(p)
+			}
+			t.Parameters[name] = strings.Join(parts, ",")
+		}
+	}
+	// Evaluate everything first, so any bad reference is reported.
+	for _, id := range sortedKeys(e.resources) {
+		if r := e.resources[id]; r.enabled {
+			if _, err := e.props(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := e.outputs(doc, t); err != nil {
+		return nil, err
+	}
+	ix, err := e.buildIndex()
+	if err != nil {
+		return nil, err
+	}
+	archived := map[string]bool{}
+	for _, id := range sortedKeys(e.resources) {
+		r := e.resources[id]
+		if r.enabled && r.typ == "AWS::Events::Archive" {
+			src := newReader("Resources."+id+".Properties", r.resolved).str("SourceArn")
+			archived[src] = true
+		}
+	}
+	for _, id := range sortedKeys(e.resources) {
+		r := e.resources[id]
+		if !r.enabled {
+			continue
+		}
+		name, err := e.physicalName(r)
+		if err != nil {
+			return nil, err
+		}
+		p := newReader("Resources."+id+".Properties", r.resolved)
+		switch r.typ {
+		case "AWS::SQS::Queue":
+			t.Queues = append(t.Queues, e.queue(r, name, p, ix))
+		case "AWS::Events::EventBus":
+			arn, _ := busARN(e, r, name)
+			t.Buses = append(t.Buses, Bus{LogicalID: id, Name: name, ARN: arn, Archive: archived[arn]})
+		case "AWS::Events::Rule":
+			rule, err := e.rule(r, name, p, ix)
+			if err != nil {
+				return nil, err
+			}
+			t.Rules = append(t.Rules, rule)
+		case "AWS::Serverless::Function":
+			fn, err := e.function(r, name, p, ix)
+			if err != nil {
+				return nil, err
+			}
+			t.Functions = append(t.Functions, fn)
+		case "AWS::SNS::Topic":
+			arn, _ := topicARN(e, r, name)
+			t.Topics = append(t.Topics, Topic{LogicalID: id, Name: name, ARN: arn})
+		case "AWS::DynamoDB::Table":
+			t.Tables = append(t.Tables, table(r, name, p))
+		case "AWS::Serverless::SimpleTable":
+			key := p.sub("PrimaryKey").str("Name")
+			if key == "" {
+				key = "id"
+			}
+			t.Tables = append(t.Tables, Table{LogicalID: id, Name: name, HashKey: key})
+		case "AWS::CloudWatch::Alarm":
+			t.Alarms = append(t.Alarms, alarm(r, name, p, ix))
+		}
+		if *p.err != nil {
+			return nil, *p.err
+		}
+	}
+	return t, nil
+}
+
+func (e *evaluator) outputs(doc map[string]any, t *Topology) error {
+	outs, err := section(doc, "Outputs")
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedKeys(outs) {
+		path := "Outputs." + name
+		o, ok := outs[name].(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: %w: want a mapping", path, ErrSyntax)
+		}
+		if c, ok := o["Condition"].(string); ok {
+			hold, err := e.condition(path+".Condition", c)
+			if err != nil {
+				return err
+			}
+			if !hold {
+				continue
+			}
+		}
+		v, err := e.eval(path+".Value", o["Value"])
+		if err != nil {
+			return err
+		}
+		s, ok := scalarString(v)
+		if !ok {
+			return fmt.Errorf("%s.Value: %w: want a string, got %s", path, ErrSyntax, describe(v))
+		}
+		t.Outputs[name] = s
+	}
+	return nil
+}
+
+func (e *evaluator) queue(r *resource, name string, p reader, ix index) Queue {
+	arn, _ := queueARN(e, r, name)
+	q := Queue{
+		LogicalID:         r.id,
+		Name:              name,
+		URL:               e.queueURL(name),
+		ARN:               arn,
+		VisibilityTimeout: p.seconds("VisibilityTimeout", 30),
+		DelaySeconds:      p.int("DelaySeconds", 0),
+		MessageRetention:  p.seconds("MessageRetentionPeriod", 345600),
+		SSE:               p.bool("SqsManagedSseEnabled") || p.str("KmsMasterKeyId") != "",
+		FIFO:              p.bool("FifoQueue"),
+	}
+	if p.has("RedrivePolicy") {
+		rp := p.sub("RedrivePolicy")
+		target := rp.str("deadLetterTargetArn")
+		q.RedriveTarget = ix.queues[target]
+		if q.RedriveTarget == "" {
+			rp.fail("deadLetterTargetArn", "%q is not a queue of this template", target)
+		}
+		q.MaxReceiveCount = rp.int("maxReceiveCount", 0)
+		if q.MaxReceiveCount < 1 {
+			rp.fail("maxReceiveCount", "want at least 1")
+		}
+	}
+	return q
+}
+
+func (e *evaluator) rule(r *resource, name string, p reader, ix index) (Rule, error) {
+	bus, err := e.ruleBus(r)
+	if err != nil {
+		return Rule{}, err
+	}
+	rule := Rule{LogicalID: r.id, Name: name, Bus: bus, BusLogicalID: ix.buses[bus], State: p.str("State")}
+	if rule.State == "" {
+		rule.State = "ENABLED"
+	}
+	if p.has("EventPattern") {
+		pat := p.sub("EventPattern")
+		raw, err := json.Marshal(pat.m)
+		if err != nil {
+			return Rule{}, fmt.Errorf("%s: %w: %v", pat.path, ErrSyntax, err)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return Rule{}, fmt.Errorf("%s: %w: %v", pat.path, ErrSyntax, err)
+		}
+		rule.Pattern = buf.Bytes()
+	}
+	for i, raw := range p.list("Targets") {
+		m, ok := raw.(map[string]any)
+		if !ok {
+			p.fail(fmt.Sprintf("Targets[%d]", i), "want a mapping")
+			continue
+		}
+		tp := newReader(fmt.Sprintf("%s.Targets[%d]", p.path, i), m)
+		tp.err = p.err
+		arn := tp.str("Arn")
+		tgt := Target{
+			ID:                tp.str("Id"),
+			QueueLogicalID:    ix.queues[arn],
+			TopicLogicalID:    ix.topics[arn],
+			FunctionLogicalID: ix.functions[arn],
+		}
+		if tgt.QueueLogicalID == "" && tgt.TopicLogicalID == "" && tgt.FunctionLogicalID == "" {
+			tp.fail("Arn", "%q is not a queue, topic or function of this template", arn)
+		}
+		retry := tp.sub("RetryPolicy")
+		tgt.MaxRetryAttempts = retry.int("MaximumRetryAttempts", 185)
+		tgt.MaxEventAge = retry.seconds("MaximumEventAgeInSeconds", 86400)
+		if tp.has("DeadLetterConfig") {
+			dlq := tp.sub("DeadLetterConfig")
+			darn := dlq.str("Arn")
+			if tgt.DLQLogicalID = ix.queues[darn]; tgt.DLQLogicalID == "" {
+				dlq.fail("Arn", "%q is not a queue of this template", darn)
+			}
+		}
+		rule.Targets = append(rule.Targets, tgt)
+	}
+	sort.Slice(rule.Targets, func(i, j int) bool { return rule.Targets[i].ID < rule.Targets[j].ID })
+	return rule, *p.err
+}
+
+func (e *evaluator) function(r *resource, name string, p reader, ix index) (Function, error) {
+	fn := Function{
+		LogicalID:       r.id,
+		Name:            name,
+		Handler:         p.str("Handler"),
+		Runtime:         p.str("Runtime"),
+		Timeout:         p.seconds("Timeout", 3),
+		MemorySize:      p.int("MemorySize", 128),
+		Env:             map[string]string{},
+		MaxAsyncRetries: 2,
+	}
+	if _, isMap := r.resolved["CodeUri"].(map[string]any); !isMap { // a map is an S3 location: nothing to build locally
+		fn.CodeURI = p.str("CodeUri")
+	}
+	vars := p.sub("Environment").sub("Variables")
+	for _, k := range sortedKeys(vars.m) {
+		fn.Env[k] = vars.str(k)
+	}
+	if p.has("EventInvokeConfig") {
+		eic := p.sub("EventInvokeConfig")
+		fn.MaxAsyncRetries = eic.int("MaximumRetryAttempts", 2)
+		onFailure := eic.sub("DestinationConfig").sub("OnFailure")
+		if onFailure.str("Type") == "SQS" {
+			dest := onFailure.str("Destination")
+			if fn.OnFailureQueue = ix.queues[dest]; fn.OnFailureQueue == "" {
+				onFailure.fail("Destination", "%q is not a queue of this template", dest)
+			}
+		}
+	}
+	events := p.sub("Events")
+	for _, evName := range sortedKeys(events.m) {
+		ev := events.sub(evName)
+		props := ev.sub("Properties")
+		switch typ := ev.str("Type"); typ {
+		case "SQS":
+			if props.has("Enabled") && !props.bool("Enabled") {
+				continue
+			}
+			queue := props.str("Queue")
+			m := SQSMapping{
+				Name:           evName,
+				Queue:          ix.queues[queue],
+				BatchSize:      props.int("BatchSize", 10),
+				BatchingWindow: props.seconds("MaximumBatchingWindowInSeconds", 0),
+				MaxConcurrency: props.sub("ScalingConfig").int("MaximumConcurrency", 0),
+			}
+			if m.Queue == "" {
+				props.fail("Queue", "%q is not a queue of this template", queue)
+			}
+			for _, rt := range props.strings("FunctionResponseTypes") {
+				if rt == "ReportBatchItemFailures" {
+					m.ReportBatchItemFailures = true
+				}
+			}
+			fn.SQSEvents = append(fn.SQSEvents, m)
+		case "SNS":
+			topic := props.str("Topic")
+			m := SNSMapping{Name: evName, Topic: ix.topics[topic]}
+			if m.Topic == "" {
+				props.fail("Topic", "%q is not a topic of this template", topic)
+			}
+			fn.SNSEvents = append(fn.SNSEvents, m)
+		case "Api", "HttpApi":
+			api := props.str("RestApiId")
+			if typ == "HttpApi" {
+				api = props.str("ApiId")
+			}
+			apiID := ""
+			if api != "" {
+				for _, id := range sortedKeys(e.resources) {
+					if strings.ToLower(id) == api {
+						apiID = id
+					}
+				}
+				if apiID == "" {
+					props.fail("RestApiId", "%q is not an API of this template", api)
+				}
+			}
+			fn.APIEvents = append(fn.APIEvents, APIEvent{
+				Name: evName, API: apiID, Path: props.str("Path"), Method: strings.ToUpper(props.str("Method")),
+			})
+		default:
+			if *p.err == nil {
+				*p.err = fmt.Errorf("%s.Type: %w event type %q", ev.path, ErrUnsupported, typ)
+			}
+		}
+	}
+	return fn, *p.err
+}
+
+func table(r *resource, name string, p reader) Table {
+	t := Table{LogicalID: r.id, Name: name}
+	for i, raw := range p.list("KeySchema") {
+		m, ok := raw.(map[string]any)
+		if !ok {
+			p.fail(fmt.Sprintf("KeySchema[%d]", i), "want a mapping")
+			continue
+		}
+		k := newReader(fmt.Sprintf("%s.KeySchema[%d]", p.path, i), m)
+		k.err = p.err
+		if k.str("KeyType") == "HASH" {
+			t.HashKey = k.str("AttributeName")
+		}
+	}
+	if ttl := p.sub("TimeToLiveSpecification"); ttl.bool("Enabled") {
+		t.TTLAttribute = ttl.str("AttributeName")
+	}
+	return t
+}
+
+func alarm(r *resource, name string, p reader, ix index) Alarm {
+	a := Alarm{
+		LogicalID:          r.id,
+		Name:               name,
+		Namespace:          p.str("Namespace"),
+		MetricName:         p.str("MetricName"),
+		Dimensions:         map[string]string{},
+		Statistic:          p.str("Statistic"),
+		Period:             p.seconds("Period", 0),
+		EvaluationPeriods:  p.int("EvaluationPeriods", 1),
+		Threshold:          p.num("Threshold", 0),
+		ComparisonOperator: p.str("ComparisonOperator"),
+		TreatMissingData:   p.str("TreatMissingData"),
+	}
+	if a.Statistic == "" {
+		a.Statistic = p.str("ExtendedStatistic")
+	}
+	if a.TreatMissingData == "" {
+		a.TreatMissingData = "missing"
+	}
+	a.DatapointsToAlarm = p.int("DatapointsToAlarm", a.EvaluationPeriods)
+	for i, raw := range p.list("Dimensions") {
+		m, ok := raw.(map[string]any)
+		if !ok {
+			p.fail(fmt.Sprintf("Dimensions[%d]", i), "want a mapping")
+			continue
+		}
+		d := newReader(fmt.Sprintf("%s.Dimensions[%d]", p.path, i), m)
+		d.err = p.err
+		a.Dimensions[d.str("Name")] = d.str("Value")
+	}
+	actions := func(key string) []string {
+		var out []string
+		for _, arn := range p.strings(key) {
+			if id, ok := ix.topics[arn]; ok {
+				out = append(out, id)
+			} else {
+				a.ExternalActions = append(a.ExternalActions, arn)
+			}
+		}
+		return out
+	}
+	a.AlarmActions = actions("AlarmActions")
+	a.OKActions = actions("OKActions")
+	return a
+}
