@@ -113,4 +113,3 @@ func countEvents(body []byte) int {
 	}
 	return len(cb.Events)
 }
-
