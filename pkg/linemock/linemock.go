@@ -1,0 +1,635 @@
+// Package linemock is a local LINE Messaging API: an http.Handler that answers
+// the calls linegate makes (reply, push, loading animation, bot info) the way
+// api.line.me does, so the worker and the notifier can be exercised in tests
+// and under `linegate local` without a channel.
+//
+// It keeps LINE's rules that matter for correctness: reply tokens are
+// single-use and expire; a push whose X-Line-Retry-Key was accepted in the
+// last 24 hours answers 409 with x-line-accepted-request-id; request bodies are
+// validated against the Messaging API spec and rejected with LINE's error
+// shape; every response carries x-line-request-id. Faults (429, 5xx, slow
+// responses, lost responses) can be queued per path. Every accepted send is
+// recorded for assertions.
+package linemock
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// API paths the Server answers.
+const (
+	PathReply   = "/v2/bot/message/reply"      // POST: send reply message
+	PathPush    = "/v2/bot/message/push"       // POST: send push message
+	PathLoading = "/v2/bot/chat/loading/start" // POST: display a loading animation
+	PathBotInfo = "/v2/bot/info"               // GET: bot info
+)
+
+// Via names the API a recorded message went through.
+type Via string
+
+// The two ways a message reaches a chat.
+const (
+	ViaReply Via = "reply" // sent with a reply token
+	ViaPush  Via = "push"  // pushed to a user, group or room
+)
+
+const (
+	// DefaultReplyTokenTTL is how long LINE accepts a reply token after it
+	// issued the webhook carrying it.
+	DefaultReplyTokenTTL = time.Minute
+	// RetryKeyTTL is how long LINE remembers an accepted X-Line-Retry-Key.
+	RetryKeyTTL = 24 * time.Hour
+	// maxBodyBytes is LINE's request size limit (413 above it).
+	maxBodyBytes = 2 << 20
+)
+
+// Header names LINE uses.
+const (
+	HeaderRequestID         = "X-Line-Request-Id"          // on every response
+	HeaderAcceptedRequestID = "X-Line-Accepted-Request-Id" // on a 409: the first accepted request
+	HeaderRetryKey          = "X-Line-Retry-Key"           // optional UUID on a push
+)
+
+// Error messages LINE answers with; tests and clients match on them.
+const (
+	// MsgInvalidReplyToken: the reply token is unknown, used or expired.
+	MsgInvalidReplyToken = "Invalid reply token"
+	// MsgRetryKeyAccepted: a push repeated an accepted X-Line-Retry-Key (409).
+	MsgRetryKeyAccepted = "The retry key is already accepted"
+	// MsgRateLimited: the default body of an injected 429.
+	MsgRateLimited = "The API rate limit has been exceeded. Try again later."
+	// MsgInternalServerError: the default body of an injected 5xx.
+	MsgInternalServerError = "Internal server error"
+	// MsgAuthRequired: no bearer token (401).
+	MsgAuthRequired = "Authorization header required. Must follow the scheme, 'Authorization: Bearer <ACCESS TOKEN>'"
+	// MsgAuthInvalid: a bearer token not in WithTokens (401).
+	MsgAuthInvalid = "Authentication failed due to the following reason: invalid token. Confirm that the access token in the authorization header is valid."
+)
+
+// Record is one accepted message send (a reply or a push), as the Server
+// recorded it. Messages are the message objects exactly as the client sent
+// them.
+type Record struct {
+	// To is the push recipient, or for a reply the chat the token was issued
+	// for (empty when the token was not registered with a recipient).
+	To string `json:"to"`
+	// Via is "reply" or "push".
+	Via Via `json:"via"`
+	// RetryKey is the push's X-Line-Retry-Key ("" when none was sent).
+	RetryKey string `json:"retryKey"`
+	// ReplyToken is the token a reply used ("" for a push). These are the
+	// mock's own tokens, not secrets.
+	ReplyToken string `json:"replyToken,omitempty"`
+	// Messages are the raw message objects in request order.
+	Messages []json.RawMessage `json:"messages"`
+	// NotificationDisabled is the request's flag.
+	NotificationDisabled bool `json:"notificationDisabled,omitempty"`
+	// RequestID is the x-line-request-id the Server answered with.
+	RequestID string `json:"requestId"`
+	// At is when the Server accepted the send (its clock).
+	At time.Time `json:"at"`
+}
+
+// LoadingCall is one accepted loading-animation request.
+type LoadingCall struct {
+	ChatID    string    `json:"chatId"`
+	Seconds   int       `json:"loadingSeconds"`
+	RequestID string    `json:"requestId"`
+	At        time.Time `json:"at"`
+}
+
+// Call identifies a request by path and the status it was answered with, the
+// key of Calls.
+type Call struct {
+	Path   string
+	Status int
+}
+
+// Fault queues an abnormal answer for the next Times requests to Path.
+//
+// Status 0 with a Delay makes a slow but otherwise normal answer. With Accept
+// set the request takes effect first (a message is recorded, a retry key
+// remembered) and only then is Status returned: a lost response, the case a
+// retry key exists for.
+type Fault struct {
+	// Path is the request path the fault applies to, e.g. PathPush.
+	Path string
+	// Status is the HTTP status to answer (e.g. 429, 500, 503); 0 answers
+	// normally after Delay.
+	Status int
+	// Times is how many requests the fault applies to (values < 1 mean 1).
+	Times int
+	// Delay is waited before answering (cut short if the client goes away).
+	Delay time.Duration
+	// RetryAfter, when positive, is sent as a Retry-After header in whole
+	// seconds (rounded up). LINE does not document one for 429; it is here to
+	// test clients that honour it.
+	RetryAfter time.Duration
+	// Message overrides the error message in the body.
+	Message string
+	// Accept applies the request before answering Status (lost response).
+	Accept bool
+}
+
+// BotInfo is the body GET /v2/bot/info answers with.
+type BotInfo struct {
+	UserID         string `json:"userId"`
+	BasicID        string `json:"basicId"`
+	PremiumID      string `json:"premiumId,omitempty"`
+	DisplayName    string `json:"displayName"`
+	PictureURL     string `json:"pictureUrl,omitempty"`
+	ChatMode       string `json:"chatMode"`
+	MarkAsReadMode string `json:"markAsReadMode"`
+}
+
+// DefaultBotInfo is the bot the Server describes unless WithBotInfo is given.
+var DefaultBotInfo = BotInfo{
+	UserID:         "U0000000000000000000000000000b07",
+	BasicID:        "@linegate",
+	DisplayName:    "linegate local bot",
+	ChatMode:       "bot",
+	MarkAsReadMode: "auto",
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTokens sets the channel access tokens the Server accepts. Without it
+// any non-empty bearer token is accepted.
+func WithTokens(tokens ...string) Option {
+	return func(s *Server) {
+		s.tokens = make(map[string]struct{}, len(tokens))
+		for _, t := range tokens {
+			s.tokens[t] = struct{}{}
+		}
+	}
+}
+
+// WithClock sets the Server's clock (default time.Now). Reply-token expiry,
+// retry-key memory and record times all use it.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithReplyTokenTTL sets how long an issued reply token stays valid (default
+// one minute, as on LINE).
+func WithReplyTokenTTL(d time.Duration) Option { return func(s *Server) { s.replyTTL = d } }
+
+// WithAcceptUnknownReplyTokens makes reply tokens the Server never issued
+// valid once each, so LINE's sample webhook bodies can be replayed.
+func WithAcceptUnknownReplyTokens() Option { return func(s *Server) { s.acceptUnknown = true } }
+
+// WithBotInfo sets the body of GET /v2/bot/info.
+func WithBotInfo(b BotInfo) Option { return func(s *Server) { s.botInfo = b } }
+
+// WithRequestIDs sets the generator of x-line-request-id values (default
+// random UUIDs), for deterministic records in golden tests.
+func WithRequestIDs(next func() string) Option { return func(s *Server) { s.newRequestID = next } }
+
+// Server is a local LINE Messaging API. Build it with New; it is safe for
+// concurrent use.
+type Server struct {
+	now           func() time.Time
+	replyTTL      time.Duration
+	acceptUnknown bool
+	botInfo       BotInfo
+	newRequestID  func() string
+
+	mu          sync.Mutex
+	tokens      map[string]struct{} // nil: any non-empty token
+	replyTokens map[string]*replyToken
+	retryKeys   map[string]acceptedPush
+	faults      map[string][]*Fault
+	records     []Record
+	loading     []LoadingCall
+	calls       map[Call]int
+	messageSeq  uint64
+}
+
+type replyToken struct {
+	to       string
+	issuedAt time.Time
+	used     bool
+	unknown  bool // accepted under WithAcceptUnknownReplyTokens
+}
+
+type acceptedPush struct {
+	requestID string
+	at        time.Time
+	sent      []sentMessage
+}
+
+// New returns a Server with the given options applied.
+func New(opts ...Option) *Server {
+	s := &Server{
+		now:          time.Now,
+		replyTTL:     DefaultReplyTokenTTL,
+		botInfo:      DefaultBotInfo,
+		newRequestID: uuid.NewString,
+		replyTokens:  map[string]*replyToken{},
+		retryKeys:    map[string]acceptedPush{},
+		faults:       map[string][]*Fault{},
+		calls:        map[Call]int{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// IssueReplyToken registers a reply token as LINE issued it at issuedAt (the
+// local LINE platform calls it when it builds a webhook). The token is valid
+// for one reply until issuedAt plus the TTL.
+func (s *Server) IssueReplyToken(token string, issuedAt time.Time) {
+	s.IssueReplyTokenTo(token, "", issuedAt)
+}
+
+// IssueReplyTokenTo is IssueReplyToken that also remembers the chat the token
+// answers (a user, group or room ID), so replies are recorded with a To.
+func (s *Server) IssueReplyTokenTo(token, to string, issuedAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replyTokens[token] = &replyToken{to: to, issuedAt: issuedAt}
+}
+
+// Inject queues f: the next f.Times requests to f.Path get f's answer. Faults
+// for one path are served in the order they were injected.
+func (s *Server) Inject(f Fault) {
+	if f.Times < 1 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[f.Path] = append(s.faults[f.Path], &f)
+}
+
+// Messages returns a copy of every accepted send, oldest first.
+func (s *Server) Messages() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Record, len(s.records))
+	for i, r := range s.records {
+		r.Messages = slices.Clone(r.Messages)
+		out[i] = r
+	}
+	return out
+}
+
+// Loading returns a copy of every accepted loading-animation request.
+func (s *Server) Loading() []LoadingCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.loading)
+}
+
+// Calls returns how many requests were answered, by path and status,
+// including rejected and faulted ones.
+func (s *Server) Calls() map[Call]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Call]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// MessagesHandler serves Messages as a JSON array (keys to, via, retryKey,
+// messages, requestId, at, and replyToken for replies), for the local
+// console and for end-to-end tests that talk HTTP.
+func (s *Server) MessagesHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
+			return
+		}
+		writeJSON(w, http.StatusOK, s.Messages())
+	})
+}
+
+// ServeHTTP answers one Messaging API request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reqID := s.newRequestID()
+	w.Header().Set(HeaderRequestID, reqID)
+	sw := &statusWriter{ResponseWriter: w}
+	s.serve(sw, r, reqID)
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	s.mu.Lock()
+	s.calls[Call{Path: r.URL.Path, Status: sw.status}]++
+	s.mu.Unlock()
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, reqID string) {
+	if f, ok := s.nextFault(r.URL.Path); ok {
+		if f.Delay > 0 {
+			// Read the body first: the server only notices a client that went
+			// away (and cancels r.Context) once the body has been consumed.
+			body, _ := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			t := time.NewTimer(f.Delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				// The client is gone; whatever is written is lost, as on a
+				// real network. 499 in Calls marks it.
+				w.WriteHeader(499)
+				return
+			}
+		}
+		if f.Status == 0 {
+			s.route(w, r, reqID)
+			return
+		}
+		if f.Accept {
+			s.route(discardWriter{header: http.Header{}}, r, reqID)
+		}
+		writeFault(w, f)
+		return
+	}
+	s.route(w, r, reqID)
+}
+
+func (s *Server) nextFault(path string) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.faults[path]
+	if len(q) == 0 {
+		return Fault{}, false
+	}
+	f := q[0]
+	f.Times--
+	if f.Times <= 0 {
+		s.faults[path] = q[1:]
+	}
+	return *f, true
+}
+
+func writeFault(w http.ResponseWriter, f Fault) {
+	msg := f.Message
+	if msg == "" {
+		switch {
+		case f.Status == http.StatusTooManyRequests:
+			msg = MsgRateLimited
+		case f.Status >= 500:
+			msg = MsgInternalServerError
+		default:
+			msg = http.StatusText(f.Status)
+		}
+	}
+	if f.RetryAfter > 0 {
+		secs := int((f.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	writeJSON(w, f.Status, errorBody{Message: msg})
+}
+
+type route struct {
+	method string
+	handle func(s *Server, w http.ResponseWriter, r *http.Request, reqID string)
+}
+
+var routes = map[string]route{
+	PathReply:   {http.MethodPost, (*Server).handleReply},
+	PathPush:    {http.MethodPost, (*Server).handlePush},
+	PathLoading: {http.MethodPost, (*Server).handleLoading},
+	PathBotInfo: {http.MethodGet, (*Server).handleBotInfo},
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, reqID string) {
+	rt, ok := routes[r.URL.Path]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Message: "Not found"})
+		return
+	}
+	if r.Method != rt.method {
+		w.Header().Set("Allow", rt.method)
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
+		return
+	}
+	if status, msg, ok := s.authorize(r); !ok {
+		writeJSON(w, status, errorBody{Message: msg})
+		return
+	}
+	rt.handle(s, w, r, reqID)
+}
+
+func (s *Server) authorize(r *http.Request) (int, string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return http.StatusUnauthorized, MsgAuthRequired, false
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return http.StatusUnauthorized, MsgAuthRequired, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens == nil {
+		return 0, "", true
+	}
+	if _, ok := s.tokens[token]; !ok {
+		return http.StatusUnauthorized, MsgAuthInvalid, false
+	}
+	return 0, "", true
+}
+
+func (s *Server) handleReply(w http.ResponseWriter, r *http.Request, reqID string) {
+	req, e := decodeReply(r)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok, ok := s.replyTokens[req.replyToken]
+	switch {
+	case !ok && s.acceptUnknown:
+		tok = &replyToken{issuedAt: now, unknown: true}
+		s.replyTokens[req.replyToken] = tok
+	case !ok, tok.used, !now.Before(tok.issuedAt.Add(s.replyTTL)):
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: MsgInvalidReplyToken})
+		return
+	}
+	tok.used = true
+	sent := s.acceptLocked(Record{
+		To: tok.to, Via: ViaReply, ReplyToken: req.replyToken, Messages: req.messages,
+		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
+	}, req.types)
+	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
+}
+
+func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, reqID string) {
+	retryKey := r.Header.Get(HeaderRetryKey)
+	if retryKey != "" {
+		if _, err := uuid.Parse(retryKey); err != nil || len(retryKey) != 36 {
+			writeJSON(w, http.StatusBadRequest, errorBody{
+				Message: "The value of the 'X-Line-Retry-Key' header is invalid",
+			})
+			return
+		}
+		retryKey = strings.ToLower(retryKey)
+	}
+	req, e := decodePush(r)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if retryKey != "" {
+		if prev, ok := s.retryKeys[retryKey]; ok && now.Sub(prev.at) < RetryKeyTTL {
+			w.Header().Set(HeaderAcceptedRequestID, prev.requestID)
+			writeJSON(w, http.StatusConflict, errorBody{Message: MsgRetryKeyAccepted, SentMessages: prev.sent})
+			return
+		}
+	}
+	sent := s.acceptLocked(Record{
+		To: req.to, Via: ViaPush, RetryKey: retryKey, Messages: req.messages,
+		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
+	}, req.types)
+	if retryKey != "" {
+		s.sweepRetryKeysLocked(now)
+		s.retryKeys[retryKey] = acceptedPush{requestID: reqID, at: now, sent: sent}
+	}
+	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
+}
+
+// sweepRetryKeysLocked forgets retry keys older than RetryKeyTTL so a
+// long-running local server does not grow without bound.
+func (s *Server) sweepRetryKeysLocked(now time.Time) {
+	for k, v := range s.retryKeys {
+		if now.Sub(v.at) >= RetryKeyTTL {
+			delete(s.retryKeys, k)
+		}
+	}
+}
+
+// acceptLocked records rec and returns the sentMessages LINE would answer.
+func (s *Server) acceptLocked(rec Record, types []string) []sentMessage {
+	sent := make([]sentMessage, len(rec.Messages))
+	for i := range rec.Messages {
+		s.messageSeq++
+		id := strconv.FormatUint(500000000000000000+s.messageSeq, 10)
+		sent[i] = sentMessage{ID: id}
+		if quotable(types[i]) {
+			sent[i].QuoteToken = "q" + id
+		}
+	}
+	s.records = append(s.records, rec)
+	return sent
+}
+
+// quotable reports whether LINE returns a quote token for a sent message of
+// type t (text, textV2, sticker, image, video per the spec's SentMessage).
+func quotable(t string) bool {
+	switch t {
+	case "text", "textV2", "sticker", "image", "video":
+		return true
+	}
+	return false
+}
+
+func (s *Server) handleLoading(w http.ResponseWriter, r *http.Request, reqID string) {
+	req, e := decodeLoading(r)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	s.mu.Lock()
+	s.loading = append(s.loading, LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now()})
+	s.mu.Unlock()
+	writeJSON(w, http.StatusAccepted, struct{}{})
+}
+
+func (s *Server) handleBotInfo(w http.ResponseWriter, _ *http.Request, _ string) {
+	writeJSON(w, http.StatusOK, s.botInfo)
+}
+
+type sentMessage struct {
+	ID         string `json:"id"`
+	QuoteToken string `json:"quoteToken,omitempty"`
+}
+
+type sentBody struct {
+	SentMessages []sentMessage `json:"sentMessages"`
+}
+
+// errorBody is LINE's ErrorResponse.
+type errorBody struct {
+	Message      string        `json:"message"`
+	Details      []ErrorDetail `json:"details,omitempty"`
+	SentMessages []sentMessage `json:"sentMessages,omitempty"`
+}
+
+// ErrorDetail is one entry of an error response's details: what is wrong
+// and where (a JSON property path such as "messages[0].text").
+type ErrorDetail struct {
+	Message  string `json:"message"`
+	Property string `json:"property"`
+}
+
+// apiError is a rejection decided while decoding a request.
+type apiError struct {
+	status  int
+	message string
+	details []ErrorDetail
+}
+
+func writeAPIError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, errorBody{Message: e.message, Details: e.details})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only the Server's own types are marshalled; this cannot happen.
+		b = []byte(fmt.Sprintf(`{"message":%q}`, err.Error()))
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// discardWriter swallows a response (Fault.Accept: the effect happens, the
+// answer is lost).
+type discardWriter struct{ header http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.header }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
