@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/linegate/linegate/pkg/cloud"
 	"github.com/linegate/linegate/pkg/cloud/mem"
@@ -84,12 +85,25 @@ type endpointBackend struct {
 	// (SQS has no attribute for it; CloudWatch does).
 }
 
-func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBackend {
-	cfg := aws.Config{
+func endpointConfig(endpoint, region string) aws.Config {
+	return aws.Config{
 		Region:       region,
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		BaseEndpoint: aws.String(endpoint),
 	}
+}
+
+// endpointAccount asks the endpoint which account it plays.
+func endpointAccount(ctx context.Context, endpoint string) (string, error) {
+	out, err := sts.NewFromConfig(endpointConfig(endpoint, template.DefaultRegion)).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("endpoint %s: get caller identity: %w", endpoint, err)
+	}
+	return aws.ToString(out.Account), nil
+}
+
+func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBackend {
+	cfg := endpointConfig(endpoint, region)
 	return &endpointBackend{cfg: cfg, c: cloud.NewAWS(cfg), sqs: sqs.NewFromConfig(cfg), log: log, cancel: func() {}}
 }
 

@@ -122,7 +122,16 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Template == "" {
 		cfg.Template = "template.yaml"
 	}
-	top, err := template.Load(cfg.Template, cfg.Params)
+	var topts []template.Option
+	if cfg.EndpointURL != "" {
+		// ARNs in the functions' environment must be the endpoint's.
+		account, err := endpointAccount(ctx, cfg.EndpointURL)
+		if err != nil {
+			return nil, err
+		}
+		topts = append(topts, template.WithAccountID(account))
+	}
+	top, err := template.Load(cfg.Template, cfg.Params, topts...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}
