@@ -32,7 +32,10 @@ type eventSource struct {
 	metrics interface{ Flush() error }
 }
 
-func (s *eventSource) poll(ctx context.Context) {
+// poll receives and invokes until ctx ends. When crashed is closed mid-
+// invocation the batch is abandoned: nothing is deleted, as when a Lambda
+// sandbox dies.
+func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 	q := s.runtime.ports.Queues
 	batch := max(1, min(s.mapping.BatchSize, 10))
 	for ctx.Err() == nil {
@@ -54,7 +57,7 @@ func (s *eventSource) poll(ctx context.Context) {
 			cancel()
 			msgs = append(msgs, more...)
 		}
-		s.invoke(ctx, msgs)
+		s.invoke(ctx, msgs, crashed)
 	}
 }
 
@@ -72,7 +75,7 @@ func (s *eventSource) receive(ctx context.Context, q interface {
 	return out.Messages, nil
 }
 
-func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message) {
+func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message, crashed <-chan struct{}) {
 	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
 	for i, m := range msgs {
 		ev.Records[i] = s.record(m)
@@ -82,6 +85,11 @@ func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message) {
 	resp, err := s.handle(ictx, ev)
 	cancel()
 	seg.End(err)
+	select {
+	case <-crashed:
+		return // the process died: no deletes, no accounting
+	default:
+	}
 	_ = s.metrics.Flush()
 	s.runtime.counters.invoked(s.fn.Name, err)
 

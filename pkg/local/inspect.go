@@ -18,6 +18,10 @@ import (
 	"github.com/linegate/linegate/pkg/worker"
 )
 
+// EventOutcome is one webhook event that reached a worker, as
+// /_local/events reports it.
+type EventOutcome = eventView
+
 // eventView is one webhook event that reached a worker, for /_local/events.
 type eventView struct {
 	WebhookEventID string `json:"webhookEventId"`

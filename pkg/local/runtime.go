@@ -25,6 +25,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/cloud"
+	"github.com/linegate/linegate/pkg/cloud/mem"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/linemock"
@@ -58,6 +59,9 @@ type Config struct {
 	Router *bot.Router
 	// Options are added to every worker (benchmarks, chaos).
 	WorkerOptions []worker.Option
+	// BusLatency is added to every PutEvents, to be honest about the round
+	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
+	BusLatency time.Duration
 }
 
 // Runtime is a running local pipeline.
@@ -66,6 +70,9 @@ type Runtime struct {
 	top       *template.Topology
 	back      backend
 	ports     cloud.Cloud
+	mem       *mem.Cloud // nil with the endpoint backend
+	workers   []*workerRun
+	workersMu sync.Mutex
 	res       resources
 	line      *linemock.Server
 	realLINE  bool
@@ -175,6 +182,13 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	}
 	r.ports = r.back.ports()
 	res, err := provision(ctx, r.ports, r.top)
+	if mb, ok := r.back.(*memBackend); ok {
+		r.mem = mb.c
+		r.ports.Bus = tracedBus{next: r.ports.Bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.Topics = tracedTopics{Topics: r.ports.Topics, region: r.top.Region}
+	} else if r.cfg.BusLatency > 0 {
+		r.ports.Bus = tracedBus{next: r.ports.Bus, region: r.top.Region, latency: r.cfg.BusLatency}
+	}
 	if err != nil {
 		return err
 	}
@@ -349,6 +363,9 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
+	if r.mem != nil {
+		store = tracedStore{next: store, region: r.top.Region}
+	}
 	c, m := r.common(f.Name)
 	p, err := compose.Worker(ctx, cfg, compose.WorkerDeps{
 		Store: store, Ops: r.ports.Topics, Router: r.cfg.Router, Function: f.Name, Region: r.top.Region,
@@ -357,24 +374,72 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
+	run := &workerRun{}
 	for _, sm := range f.SQSEvents {
 		q, ok := r.queue(sm.Queue)
 		if !ok {
 			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
 		}
-		es := &eventSource{runtime: r, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID], arn: r.res.queueARN[q.LogicalID],
-			handle: p.Handle, metrics: m}
-		n := sm.MaxConcurrency
+		run.sources = append(run.sources, &eventSource{runtime: r, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
+			arn: r.res.queueARN[q.LogicalID], handle: p.Handle, metrics: m})
+	}
+	r.workersMu.Lock()
+	r.workers = append(r.workers, run)
+	r.workersMu.Unlock()
+	run.start(rctx, &r.wg)
+	return nil
+}
+
+// workerRun is the pollers of one worker function: what "the worker
+// process" is locally, so that a crash can be simulated.
+type workerRun struct {
+	sources []*eventSource
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	crashed chan struct{}
+}
+
+func (w *workerRun) start(parent context.Context, wg *sync.WaitGroup) {
+	ctx, cancel := context.WithCancel(parent)
+	w.mu.Lock()
+	w.cancel = cancel
+	w.crashed = make(chan struct{})
+	crashed := w.crashed
+	w.mu.Unlock()
+	for _, es := range w.sources {
+		n := es.mapping.MaxConcurrency
 		if n <= 0 {
 			n = defaultPollers
 		}
 		for range n {
-			r.wg.Add(1)
-			go func() { defer r.wg.Done(); es.poll(rctx) }()
+			wg.Add(1)
+			go func() { defer wg.Done(); es.poll(ctx, crashed) }()
 		}
 	}
-	return nil
 }
+
+// CrashWorkers kills every worker mid-batch, the way a Lambda sandbox dies:
+// in-flight invocations are abandoned without deleting anything, and new
+// pollers start at once. What was in flight comes back after its visibility
+// timeout; nothing is lost.
+func (r *Runtime) CrashWorkers(ctx context.Context) {
+	r.workersMu.Lock()
+	defer r.workersMu.Unlock()
+	for _, w := range r.workers {
+		w.mu.Lock()
+		close(w.crashed)
+		w.cancel()
+		w.mu.Unlock()
+		w.start(ctx, &r.wg)
+	}
+	r.out.line("worker    crashed on purpose: in-flight batches abandoned, pollers restarted")
+}
+
+// Cloud is the in-memory cloud, for fault injection (nil with an endpoint).
+func (r *Runtime) Cloud() *mem.Cloud { return r.mem }
+
+// Events lists every event that reached a worker, with its latest outcome.
+func (r *Runtime) Events() []EventOutcome { return r.events.list() }
 
 func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env config.Getenv) error {
 	cfg, err := config.LoadNotifier(env)

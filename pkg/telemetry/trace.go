@@ -217,6 +217,24 @@ func StartSubsegment(ctx context.Context, name string) (context.Context, *Span) 
 	return c, &Span{seg: seg}
 }
 
+// StartAWSCall records a call to an AWS service the way the SDK
+// instrumentation does (a subsegment named for the service, namespace "aws",
+// the operation in its aws metadata). Emulated services, such as the
+// in-memory cloud of `linegate local`, use it so their calls show up in
+// traces exactly like the real ones.
+func StartAWSCall(ctx context.Context, service, operation, region string) (context.Context, *Span) {
+	c, s := StartSubsegment(ctx, service)
+	if s.seg == nil {
+		return c, s
+	}
+	s.seg.Lock()
+	s.seg.Namespace = "aws"
+	s.seg.GetAWS()["operation"] = operation
+	s.seg.GetAWS()["region"] = region
+	s.seg.Unlock()
+	return c, s
+}
+
 // StartSegment starts a root segment named name, for code that runs outside
 // Lambda (linegate local starts one per function invocation, as Lambda's
 // facade segment does). With a parent header carrying a Root, the segment
