@@ -44,6 +44,8 @@ var expected = map[string]outcome{
 	"worker-follow.json":         {messages: 1},
 	"worker-postback.json":       {messages: 1},
 	"worker-poison-record.json":  {messages: 1, failures: []string{"0e5f7a2c-3b4d-4e6f-8a9b-1c2d3e4f5a65"}},
+	"notifier-alarm.json":        {messages: 1},
+	"notifier-crash-report.json": {messages: 1},
 }
 
 func env(t *testing.T, function string) map[string]string {
@@ -173,6 +175,45 @@ func TestWorkerSamples(t *testing.T) {
 			}
 			if n := len(line.Messages()); n != want.messages {
 				t.Fatalf("%d messages sent, want %d", n, want.messages)
+			}
+		})
+	}
+}
+
+// The notifier samples push one card to the operator; the same SNS event
+// delivered again (an SNS or Lambda retry) pushes nothing new: the retry key
+// is derived from the SNS MessageId and LINE answers 409.
+func TestNotifierSamples(t *testing.T) {
+	for _, name := range samples("notifier-") {
+		t.Run(name, func(t *testing.T) {
+			want := expected[name]
+			line := linemock.New()
+			srv := httptest.NewServer(line)
+			defer srv.Close()
+			cfg, err := config.LoadNotifier(getenv(env(t, "NotifierFunction"), map[string]string{"LINE_API_BASE_URL": srv.URL}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := compose.Notifier(context.Background(), cfg, "ap-northeast-1", compose.Common{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev events.SNSEvent
+			read(t, name, &ev)
+			for delivery := 1; delivery <= 2; delivery++ {
+				if err := n.Handle(context.Background(), ev); err != nil {
+					t.Fatalf("delivery %d: %v", delivery, err)
+				}
+			}
+			msgs := line.Messages()
+			if len(msgs) != want.messages {
+				t.Fatalf("%d pushes recorded after two deliveries, want %d", len(msgs), want.messages)
+			}
+			if msgs[0].To != cfg.Operators[0] || msgs[0].Via != "push" || msgs[0].RetryKey == "" {
+				t.Fatalf("push %+v", msgs[0])
+			}
+			if line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
+				t.Fatalf("the second delivery should be answered 409: %v", line.Calls())
 			}
 		})
 	}

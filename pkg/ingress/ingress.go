@@ -24,6 +24,16 @@ const DefaultMaxBodyBytes = 1 << 20
 // maxDetailType is EventBridge's DetailType length limit.
 const maxDetailType = 128
 
+// DefaultMaxEvents bounds the events of one webhook body. LINE batches a few
+// events per request; thousands are an attack or a bug, refused before any
+// is published.
+const DefaultMaxEvents = 1000
+
+// MaxDepth bounds JSON nesting. LINE's events nest a handful of levels;
+// EventBridge processes at most 1100, and a deep document is a cheap way to
+// burn CPU.
+const MaxDepth = 64
+
 // Sentinel errors, one per rejected-request status, so adapters and tests can
 // branch with errors.Is.
 var (
@@ -55,6 +65,7 @@ type Handler struct {
 	pub          publisher
 	secrets      [][]byte
 	maxBody      int64
+	maxEvents    int
 	botUserID    string
 	now          func() time.Time
 	traceHeader  func(ctx context.Context) string
@@ -81,6 +92,10 @@ func WithSecrets(secrets ...string) Option {
 
 // WithMaxBodyBytes sets the body limit; larger requests get 413.
 func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
+
+// WithMaxEvents bounds the number of events in one body (default
+// DefaultMaxEvents); more is answered 400 and nothing is published.
+func WithMaxEvents(n int) Option { return func(h *Handler) { h.maxEvents = n } }
 
 // WithBotUserID rejects (401) bodies whose destination is not this bot's user
 // ID, for deployments where the webhook URL might leak along with a secret of
@@ -109,7 +124,7 @@ func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = 
 
 // New returns a Handler publishing to pub.
 func New(pub publisher, opts ...Option) (*Handler, error) {
-	h := &Handler{pub: pub, maxBody: DefaultMaxBodyBytes, now: time.Now, log: slog.Default(),
+	h := &Handler{pub: pub, maxBody: DefaultMaxBodyBytes, maxEvents: DefaultMaxEvents, now: time.Now, log: slog.Default(),
 		metrics: nopRecorder{}, logEachEvent: true, traceHeader: func(context.Context) string { return "" }}
 	for _, o := range opts {
 		o(h)
@@ -224,6 +239,9 @@ func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) 
 	if !utf8.Valid(body) {
 		return "", nil, fmt.Errorf("%w: not valid UTF-8", ErrBody)
 	}
+	if d := depth(body); d > MaxDepth {
+		return "", nil, fmt.Errorf("%w: JSON nested %d levels deep (limit %d)", ErrBody, d, MaxDepth)
+	}
 	var cb callback
 	if err := json.Unmarshal(body, &cb); err != nil {
 		return "", nil, fmt.Errorf("%w: %v", ErrBody, jsonProblem(err))
@@ -232,6 +250,9 @@ func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) 
 		return "", nil, fmt.Errorf("%w: no \"events\" array", ErrBody)
 	}
 	events := *cb.Events
+	if len(events) > h.maxEvents {
+		return "", nil, fmt.Errorf("%w: %d events (limit %d)", ErrBody, len(events), h.maxEvents)
+	}
 	if len(events) == 0 {
 		return cb.Destination, nil, nil
 	}
@@ -274,6 +295,39 @@ func envelope(dest, stamp, raw []byte) []byte {
 	b = append(b, `","event":`...)
 	b = append(b, raw...)
 	return append(b, '}')
+}
+
+// depth returns the deepest nesting of objects and arrays in a JSON text,
+// skipping strings. It stops counting once past MaxDepth.
+func depth(b []byte) int {
+	d, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			if d > deepest {
+				deepest = d
+				if deepest > MaxDepth {
+					return deepest
+				}
+			}
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // jsonProblem describes a JSON error without quoting the input.

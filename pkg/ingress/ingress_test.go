@@ -2,6 +2,8 @@ package ingress
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +46,8 @@ func (f *fakePublisher) Publish(_ context.Context, entries []eventbus.Entry) (ev
 
 func newHandler(t testing.TB, pub publisher, opts ...Option) *Handler {
 	t.Helper()
-	base := []Option{WithSecrets(secret, prevSecret), WithClock(func() time.Time { return fixedNow }), WithEventLogs(false)}
+	base := []Option{WithSecrets(secret, prevSecret), WithClock(func() time.Time { return fixedNow }), WithEventLogs(false),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	h, err := New(pub, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)

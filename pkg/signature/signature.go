@@ -33,7 +33,9 @@ func Verify(body []byte, sig string, secrets ...[]byte) bool {
 		return false
 	}
 	var want [sha256.Size + 1]byte
-	n, err := base64.StdEncoding.Decode(want[:], []byte(sig))
+	// Strict: a signature is accepted only in its one canonical encoding
+	// (non-zero padding bits would otherwise decode to the same MAC).
+	n, err := base64.StdEncoding.Strict().Decode(want[:], []byte(sig))
 	if err != nil || n != sha256.Size {
 		return false
 	}
