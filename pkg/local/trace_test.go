@@ -123,4 +123,3 @@ func mustHost(t *testing.T, u string) string {
 	}
 	return p.Host
 }
-
