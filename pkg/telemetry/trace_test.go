@@ -346,7 +346,8 @@ func TestStartSegmentContinuesParent(t *testing.T) {
 func TestLambdaFacade(t *testing.T) {
 	const hdr = "Root=1-6650a1b2-aaaabbbbccccddddeeeeffff;Parent=9999aaaabbbbcccc;Sampled=1"
 	// aws-lambda-go stores the invocation's header under this plain string key.
-	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", hdr) //nolint:staticcheck // the key aws-lambda-go uses
+	//lint:ignore SA1029 this is the plain string key aws-lambda-go uses
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", hdr)
 	if got := TraceID(ctx); got != "1-6650a1b2-aaaabbbbccccddddeeeeffff" {
 		t.Fatalf("TraceID(lambda ctx) = %q", got)
 	}

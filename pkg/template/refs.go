@@ -1,5 +1,7 @@
 package template
 
+//lint:file-ignore ST1005 error messages start with the template path (Resources.X…), which is capitalised
+
 import (
 	"fmt"
 	"strings"

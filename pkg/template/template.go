@@ -30,6 +30,8 @@
 // AWS::URLSuffix amazonaws.com; options override them.
 package template
 
+//lint:file-ignore ST1005 error messages start with the template path (Resources.X…), which is capitalised
+
 import (
 	"errors"
 	"fmt"

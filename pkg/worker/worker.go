@@ -275,7 +275,7 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		ev = rebind(ev, p.newMessenger())
 	}
 	rctx, cancel := p.recordContext(ctx)
-	err, recovered, stack := p.dispatch(rctx, ev)
+	recovered, stack, err := p.dispatch(rctx, ev)
 	cancel()
 	if stack != nil {
 		res.Panicked = true
@@ -326,7 +326,7 @@ func (p *Processor) recordContext(ctx context.Context) (context.Context, context
 
 // dispatch runs the handler, turning a panic into an error plus the panic
 // value and its stack.
-func (p *Processor) dispatch(ctx context.Context, ev *bot.Event) (err error, recovered any, stack []byte) {
+func (p *Processor) dispatch(ctx context.Context, ev *bot.Event) (recovered any, stack []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack = debug.Stack()
@@ -334,7 +334,7 @@ func (p *Processor) dispatch(ctx context.Context, ev *bot.Event) (err error, rec
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
-	return p.router.Dispatch(ctx, ev), nil, nil
+	return nil, nil, p.router.Dispatch(ctx, ev)
 }
 
 func (p *Processor) reportCrash(ctx context.Context, ev *bot.Event, res Result, recovered any, stack []byte) {

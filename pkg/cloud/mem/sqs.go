@@ -818,6 +818,7 @@ func (c *Cloud) render(q *queue, m *message, in *sqs.ReceiveMessageInput) sqstyp
 		sys["AWSTraceHeader"] = m.traceHeader
 	}
 	want := map[string]bool{}
+	//lint:ignore SA1019 callers still send the deprecated field and SQS still honours it
 	for _, n := range in.AttributeNames {
 		want[string(n)] = true
 	}
