@@ -1,10 +1,11 @@
 // Command linegate is the developer CLI: run the whole pipeline locally, sign
-// and send webhooks, and redrive dead-letter queues.
+// and send webhooks, redrive dead-letter queues, and replay archived events.
 //
 //	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL]
 //	linegate send    [--url URL] [--secret S] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
 //	linegate sign    --secret S FILE
 //	linegate redrive --queue NAME [--endpoint-url URL]
+//	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
 package main
 
 import (
@@ -23,6 +24,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"send":    runSend,
 	"sign":    runSign,
 	"redrive": runRedrive,
+	"replay":  runReplay,
 }
 
 func main() {
@@ -65,6 +67,7 @@ commands:
   send     sign and post a webhook to a running linegate (or any webhook URL)
   sign     print the x-line-signature of a file's bytes
   redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
+  replay   replay the bus archive's events of a time window to the bus (EventBridge StartReplay)
 
 run 'linegate <command> -h' for a command's flags
 `)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/linegate/linegate/pkg/lineplatform"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
@@ -18,7 +20,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:3000/webhook", "webhook URL")
-	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", "local-channel-secret"), "channel secret")
+	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", "local-channel-secret"), "channel secret (default $LINE_CHANNEL_SECRET or linegate local's)")
 	text := fs.String("text", "", "send a text message with this text")
 	user := fs.String("user", "U0000000000000000000000000000user", "the sending user's ID")
 	event := fs.String("event", "", "send an event of this type: follow, unfollow or postback")
@@ -36,73 +38,60 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if chosen != 1 {
 		return usageError{"give exactly one of --text, --event or --file"}
 	}
-	var body []byte
-	var err error
-	switch {
-	case *file != "":
-		body, err = os.ReadFile(*file)
-	case *text != "":
-		body, err = webhookBody(newEvent("message", *user, map[string]any{"message": map[string]any{"id": fmt.Sprint(time.Now().UnixNano()), "type": "text", "quoteToken": "q", "text": *text}}))
-	default:
-		switch *event {
-		case "follow":
-			body, err = webhookBody(newEvent("follow", *user, map[string]any{"follow": map[string]any{"isUnblocked": false}}))
-		case "unfollow":
-			e := newEvent("unfollow", *user, nil)
-			delete(e, "replyToken")
-			body, err = webhookBody(e)
-		case "postback":
-			body, err = webhookBody(newEvent("postback", *user, map[string]any{"postback": map[string]any{"data": *data}}))
-		default:
-			return usageError{fmt.Sprintf("--event must be follow, unfollow or postback, not %q", *event)}
+	if *file != "" {
+		body, err := os.ReadFile(*file)
+		if err != nil {
+			return err
 		}
+		return postRaw(ctx, *url, *secret, body, stdout)
 	}
-	if err != nil {
+	p := lineplatform.New(*url, []byte(*secret))
+	var ev json.RawMessage
+	switch {
+	case *text != "":
+		ev = p.Text(*user, *text)
+	case *event == "follow":
+		ev = p.Follow(*user)
+	case *event == "unfollow":
+		ev = p.Unfollow(*user)
+	case *event == "postback":
+		ev = p.Postback(*user, *data)
+	default:
+		return usageError{fmt.Sprintf("--event must be follow, unfollow or postback, not %q", *event)}
+	}
+	d, err := p.Deliver(ctx, ev)
+	if len(d.Attempts) == 0 {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *url, bytes.NewReader(body))
+	a := d.Attempts[len(d.Attempts)-1]
+	fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
+	if a.Err != "" {
+		return errors.New(a.Err)
+	}
+	return err
+}
+
+// postRaw signs and posts a body as it is, for hand-made or recorded webhooks.
+func postRaw(ctx context.Context, url, secret string, body []byte, stdout io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "LineBotWebhook/2.0")
-	req.Header.Set(signature.Header, signature.Sign([]byte(*secret), body))
+	req.Header.Set("User-Agent", lineplatform.UserAgent)
+	req.Header.Set(signature.Header, signature.Sign([]byte(secret), body))
 	start := time.Now()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
-		return fmt.Errorf("post %s: %w", *url, err)
+		return fmt.Errorf("post %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	ack := time.Since(start)
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Fprintf(stdout, "%d %s in %s: %s\n", resp.StatusCode, http.StatusText(resp.StatusCode), ack.Round(time.Microsecond), bytes.TrimSpace(out))
+	fmt.Fprintf(stdout, "%d %s in %s: %s\n", resp.StatusCode, http.StatusText(resp.StatusCode), time.Since(start).Round(time.Microsecond), out)
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("webhook answered %d", resp.StatusCode)
 	}
 	return nil
-}
-
-// newEvent builds a LINE webhook event of the given type from a user, with a
-// fresh webhookEventId and reply token.
-func newEvent(typ, user string, extra map[string]any) map[string]any {
-	now := time.Now()
-	e := map[string]any{
-		"type":            typ,
-		"mode":            "active",
-		"timestamp":       now.UnixMilli(),
-		"source":          map[string]any{"type": "user", "userId": user},
-		"webhookEventId":  fmt.Sprintf("01SEND%020d", now.UnixNano()),
-		"deliveryContext": map[string]any{"isRedelivery": false},
-		"replyToken":      fmt.Sprintf("%032x", now.UnixNano()),
-	}
-	for k, v := range extra {
-		e[k] = v
-	}
-	return e
-}
-
-func webhookBody(events ...map[string]any) ([]byte, error) {
-	return json.Marshal(map[string]any{"destination": "U0123456789abcdef0123456789abcdef", "events": events})
 }
 
 func envOr(k, def string) string {

@@ -1,0 +1,76 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/linegate/linegate/pkg/cloud/mem"
+)
+
+func TestRedriveMovesEverythingBack(t *testing.T) {
+	c := mem.New()
+	defer c.Close()
+	ctx := context.Background()
+	dlq, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work-dlq")})
+	dlqArn, _ := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{"QueueArn"}})
+	work, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work"), Attributes: map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqArn.Attributes["QueueArn"] + `","maxReceiveCount":1}`, "VisibilityTimeout": "0"}})
+	for range 3 {
+		c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: work.QueueUrl, MessageBody: aws.String("poison")})
+	}
+	// Receive each once (maxReceiveCount 1), then the next receive moves them to the DLQ.
+	for i := 0; i < 10 && c.QueueStats(aws.ToString(dlq.QueueUrl)).Visible < 3; i++ {
+		c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: work.QueueUrl, MaxNumberOfMessages: 10})
+	}
+	if n := c.QueueStats(aws.ToString(dlq.QueueUrl)).Visible; n != 3 {
+		t.Fatalf("setup: DLQ holds %d", n)
+	}
+	res, err := Run(ctx, c, "work-dlq", Options{Wait: true, PollEvery: time.Millisecond})
+	if err != nil || res.Status != "COMPLETED" || res.Moved != 3 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if n := c.QueueStats(aws.ToString(work.QueueUrl)).Visible; n != 3 {
+		t.Fatalf("source queue holds %d after the redrive, want 3", n)
+	}
+	if _, err := Run(ctx, c, "work", Options{}); !errors.Is(err, ErrNotDLQ) {
+		t.Fatalf("redrive from a non-DLQ: %v", err)
+	}
+	if _, err := Run(ctx, c, "nope", Options{}); err == nil {
+		t.Fatal("unknown queue: want an error")
+	}
+}
+
+// fakeSQS reports a move task that fails.
+type fakeSQS struct{ status string }
+
+func (f fakeSQS) GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String("u")}, nil
+}
+func (f fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"QueueArn": "arn:aws:sqs:us-east-1:1:dlq"}}, nil
+}
+func (f fakeSQS) StartMessageMoveTask(context.Context, *sqs.StartMessageMoveTaskInput, ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
+	return &sqs.StartMessageMoveTaskOutput{}, nil
+}
+func (f fakeSQS) ListMessageMoveTasks(context.Context, *sqs.ListMessageMoveTasksInput, ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error) {
+	return &sqs.ListMessageMoveTasksOutput{Results: []types.ListMessageMoveTasksResultEntry{{Status: aws.String(f.status), FailureReason: aws.String("AccessDenied on the source queue")}}}, nil
+}
+
+func TestRedriveReportsFailureAndDeadline(t *testing.T) {
+	_, err := Run(context.Background(), fakeSQS{status: "FAILED"}, "dlq", Options{Wait: true, PollEvery: time.Millisecond})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("err %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = Run(ctx, fakeSQS{status: "RUNNING"}, "dlq", Options{Wait: true, PollEvery: 5 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the deadline", err)
+	}
+}
