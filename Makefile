@@ -5,6 +5,7 @@ GOFLAGS_LAMBDA = -tags lambda.norpc -trimpath -ldflags '-s -w'
 FUNCTIONS  = webhook worker notifier
 ARTIFACTS_DIR ?= .aws-sam/manual
 FUZZTIME  ?= 20s
+TIME_SCALE ?= 30
 
 .PHONY: build test unit lint local deploy bench fuzz cfn-lint clean \
         build-WebhookFunction build-WorkerFunction build-NotifierFunction
@@ -45,7 +46,7 @@ lint: cfn-lint
 
 ## local: the whole pipeline in one process (see README)
 local:
-	$(GO) run ./cmd/linegate local $(LOCAL_FLAGS)
+	$(GO) run ./cmd/linegate local --time-scale $(TIME_SCALE) $(LOCAL_FLAGS)
 
 ## deploy: sam build + sam deploy (needs the SAM CLI and AWS credentials)
 deploy:

@@ -22,6 +22,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	queue := fs.String("queue", "", "the dead-letter queue to empty back into its source queue (e.g. linegate-InteractiveDLQ)")
 	endpoint := fs.String("endpoint-url", "", "an AWS-compatible endpoint: linegate local (http://127.0.0.1:3000), moto_server, LocalStack; default: AWS")
 	rate := fs.Int("rate", 0, "messages per second (0: as fast as SQS allows)")
+	to := fs.String("to", "", "move into this queue instead of the messages' source queue (needed for the rule-target DLQ)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the move to finish")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -35,7 +36,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), *queue, redrive.Options{RatePerSecond: int32(*rate), Wait: true})
+	res, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), *queue, redrive.Options{RatePerSecond: int32(*rate), Destination: *to, Wait: true})
 	if err != nil {
 		return err
 	}

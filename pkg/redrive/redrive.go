@@ -44,6 +44,10 @@ type Result struct {
 type Options struct {
 	// RatePerSecond caps the move (0: SQS's default, as fast as it can).
 	RatePerSecond int32
+	// Destination names the queue to move to. Empty moves each message back
+	// to the queue it was dead-lettered from; a DLQ that EventBridge (not a
+	// redrive policy) filled has no such queue and needs one.
+	Destination string
 	// Wait for the task to finish, polling every PollEvery (default 500 ms).
 	Wait      bool
 	PollEvery time.Duration
@@ -54,17 +58,19 @@ type Options struct {
 func Run(ctx context.Context, q queues, queue string, opts Options) (Result, error) {
 	start := time.Now()
 	res := Result{Queue: queue}
-	u, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queue)})
+	src, err := queueARN(ctx, q, queue)
 	if err != nil {
-		return res, fmt.Errorf("find queue %s: %w", queue, err)
+		return res, err
 	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl,
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameApproximateNumberOfMessages}})
-	if err != nil {
-		return res, fmt.Errorf("queue attributes of %s: %w", queue, err)
-	}
-	res.Source = attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
+	res.Source = src
 	in := &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(res.Source)}
+	if opts.Destination != "" {
+		arn, err := queueARN(ctx, q, opts.Destination)
+		if err != nil {
+			return res, err
+		}
+		in.DestinationArn = aws.String(arn)
+	}
 	if opts.RatePerSecond > 0 {
 		in.MaxNumberOfMessagesPerSecond = aws.Int32(opts.RatePerSecond)
 	}
@@ -110,4 +116,17 @@ func Run(ctx context.Context, q queues, queue string, opts Options) (Result, err
 		case <-time.After(every):
 		}
 	}
+}
+
+func queueARN(ctx context.Context, q queues, name string) (string, error) {
+	u, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("find queue %s: %w", name, err)
+	}
+	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return "", fmt.Errorf("queue attributes of %s: %w", name, err)
+	}
+	return attrs.Attributes[string(types.QueueAttributeNameQueueArn)], nil
 }

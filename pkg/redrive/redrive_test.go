@@ -38,6 +38,16 @@ func TestRedriveMovesEverythingBack(t *testing.T) {
 	if n := c.QueueStats(aws.ToString(work.QueueUrl)).Visible; n != 3 {
 		t.Fatalf("source queue holds %d after the redrive, want 3", n)
 	}
+	// Into another queue explicitly.
+	other, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("other")})
+	c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: dlq.QueueUrl, MessageBody: aws.String("from eventbridge")})
+	res, err = Run(ctx, c, "work-dlq", Options{Destination: "other", Wait: true, PollEvery: time.Millisecond})
+	if err != nil || res.Moved != 1 || c.QueueStats(aws.ToString(other.QueueUrl)).Visible != 1 {
+		t.Fatalf("redrive to another queue: %+v %v", res, err)
+	}
+	if _, err := Run(ctx, c, "work-dlq", Options{Destination: "missing"}); err == nil {
+		t.Fatal("unknown destination: want an error")
+	}
 	if _, err := Run(ctx, c, "work", Options{}); !errors.Is(err, ErrNotDLQ) {
 		t.Fatalf("redrive from a non-DLQ: %v", err)
 	}
