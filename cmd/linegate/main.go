@@ -25,6 +25,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"sign":    runSign,
 	"redrive": runRedrive,
 	"replay":  runReplay,
+	"bench":   runBench,
 }
 
 func main() {
