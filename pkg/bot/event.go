@@ -133,6 +133,11 @@ func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Mess
 	}, nil
 }
 
+// Bind attaches the messenger Reply, Push and ShowLoading use. The worker
+// binds one per record after the record's claim, so duplicates never build a
+// LINE client.
+func (e *Event) Bind(m Messenger) { e.messenger = m }
+
 // Standby reports whether another channel is answering in this chat.
 func (e *Event) Standby() bool { return e.Mode == "standby" }
 

@@ -272,7 +272,7 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 	}
 
 	if p.newMessenger != nil {
-		ev = rebind(ev, p.newMessenger())
+		ev.Bind(p.newMessenger())
 	}
 	rctx, cancel := p.recordContext(ctx)
 	recovered, stack, err := p.dispatch(rctx, ev)
@@ -300,16 +300,6 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		p.metrics.Duration("EndToEndLatency", p.now().Sub(ev.Timestamp))
 	}
 	return res
-}
-
-// rebind attaches a messenger to a parsed event (Parse ran before the claim
-// so no client is built for duplicates).
-func rebind(ev *bot.Event, m bot.Messenger) *bot.Event {
-	out, err := bot.Parse(ev.Raw, ev.Destination, ev.ReceivedAt, m)
-	if err != nil {
-		return ev
-	}
-	return out
 }
 
 // recordContext bounds the handler: the record timeout, and never closer
