@@ -1,0 +1,243 @@
+package coldstart
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// DeployOS and DeployArch are the platform template.yaml deploys to
+// (provided.al2023 on arm64); sizes are reported for it.
+const (
+	DeployOS   = "linux"
+	DeployArch = "arm64"
+)
+
+// Row is one function's cold-start figures.
+type Row struct {
+	Function    string          // folder name under functions/
+	BinaryBytes int64           // stripped DeployOS/DeployArch bootstrap
+	ZipBytes    int64           // its deployment zip; 0 when not measured (WithoutZip)
+	InitArch    string          // GOOS/GOARCH the INIT was measured on (the host's)
+	Inits       []time.Duration // INIT of each fresh start
+}
+
+// InitMedian is the median of the row's INIT durations (0 if none).
+func (r Row) InitMedian() time.Duration { return Median(r.Inits) }
+
+// Median returns the median of ds (the mean of the middle two for an even
+// count), or 0 for none. ds is not modified.
+func Median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// Functions lists the Lambda functions of the repository at repoRoot: the
+// folders under functions/ that hold a main.go, sorted.
+func Functions(repoRoot string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(repoRoot, "functions"))
+	if err != nil {
+		return nil, fmt.Errorf("list functions: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(repoRoot, "functions", e.Name(), "main.go")); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// LogicalID is the template.yaml resource (and events/env.json section) of a
+// function folder: "webhook" is WebhookFunction.
+func LogicalID(function string) string {
+	if function == "" {
+		return ""
+	}
+	r := []rune(function)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r) + "Function"
+}
+
+// SampleEnv returns the function's section of events/env.json (the file
+// `sam local invoke --env-vars` reads), or an empty map when the file has no
+// section for it.
+func SampleEnv(repoRoot, function string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "events", "env.json"))
+	if err != nil {
+		return nil, fmt.Errorf("sample env: %w", err)
+	}
+	var all map[string]map[string]string
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("sample env: events/env.json: %w", err)
+	}
+	env := all[LogicalID(function)]
+	if env == nil {
+		env = map[string]string{}
+	}
+	return env, nil
+}
+
+// OfflineEnv is an environment in which a function initialises without
+// reaching anything: test credentials, AWS_ENDPOINT_URL on a closed loopback
+// port, X-Ray off, SAM's function name, and placeholders for the variables
+// template.yaml fills from its resources (the bus, the table, the topic).
+// A function's INIT makes no AWS call unless a *_PARAM secret is set.
+func OfflineEnv(function string) map[string]string {
+	return map[string]string{
+		"AWS_REGION":                  "us-east-1",
+		"AWS_ACCESS_KEY_ID":           "coldstart",
+		"AWS_SECRET_ACCESS_KEY":       "coldstart",
+		"AWS_ENDPOINT_URL":            "http://127.0.0.1:9",
+		"AWS_XRAY_SDK_DISABLED":       "true",
+		"AWS_LAMBDA_FUNCTION_NAME":    LogicalID(function),
+		"AWS_LAMBDA_FUNCTION_TIMEOUT": "10",
+		"EVENT_BUS_NAME":              "linegate",
+		"IDEMPOTENCY_TABLE":           "linegate-idempotency",
+		"OPS_TOPIC_ARN":               "arn:aws:sns:us-east-1:123456789012:linegate-ops",
+	}
+}
+
+// Measure builds every function of the repository at repoRoot for
+// DeployOS/DeployArch (size and zip size), then for the host platform, and
+// starts that build under the emulator WithStarts times (default 5), each a
+// fresh process invoked once with "{}", recording the INIT of each. Options:
+// WithStarts, WithEnv, WithoutZip, WithGo, WithEmulator. The
+// environment is OfflineEnv, then events/env.json's section, then WithEnv.
+// Build artefacts go to a temporary directory that is removed afterwards.
+func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error) {
+	o := newOptions(opts)
+	if o.emulator == "" {
+		p, err := FindEmulator(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithEmulator(p))
+	}
+	fns, err := Functions(repoRoot)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "coldstart-")
+	if err != nil {
+		return nil, fmt.Errorf("measure: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	var rows []Row
+	for _, fn := range fns {
+		row, err := measure(ctx, repoRoot, fn, filepath.Join(tmp, fn), o, opts)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func measure(ctx context.Context, repoRoot, fn, dir string, o options, opts []Option) (Row, error) {
+	src := filepath.Join(repoRoot, "functions", fn)
+	row := Row{Function: fn, InitArch: runtime.GOOS + "/" + runtime.GOARCH}
+	deploy, err := Build(ctx, src, DeployOS, DeployArch, filepath.Join(dir, DeployArch), opts...)
+	if err != nil {
+		return row, err
+	}
+	row.BinaryBytes = deploy.Size
+	if !o.noZip {
+		if row.ZipBytes, err = Zip(deploy); err != nil {
+			return row, err
+		}
+	}
+	host, err := Build(ctx, src, runtime.GOOS, runtime.GOARCH, filepath.Join(dir, "host"), opts...)
+	if err != nil {
+		return row, err
+	}
+	env := OfflineEnv(fn)
+	sample, err := SampleEnv(repoRoot, fn)
+	if err != nil {
+		return row, err
+	}
+	maps.Copy(env, sample)
+	maps.Copy(env, o.env[fn])
+	for range o.starts {
+		d, err := coldInit(ctx, host, env, opts)
+		if err != nil {
+			return row, fmt.Errorf("measure %s: %w", fn, err)
+		}
+		row.Inits = append(row.Inits, d)
+	}
+	return row, nil
+}
+
+// coldInit starts bin fresh, invokes it once to trigger its INIT and returns
+// the INIT duration. A handler error is fine: only the start matters.
+func coldInit(ctx context.Context, bin Binary, env map[string]string, opts []Option) (time.Duration, error) {
+	iv, err := Start(ctx, bin, env, opts...)
+	if err != nil {
+		return 0, err
+	}
+	defer iv.Stop()
+	var fe *FunctionError
+	if _, err := iv.Invoke(ctx, []byte("{}")); err != nil && !errors.As(err, &fe) {
+		return 0, fmt.Errorf("%w\n%s", err, lastLines(iv.Logs(), 10))
+	}
+	if iv.Init() == 0 {
+		return 0, fmt.Errorf("the emulator reported no INIT duration:\n%s", lastLines(iv.Logs(), 10))
+	}
+	return iv.Init(), nil
+}
+
+// WriteTable prints rows as a markdown table: function, deploy binary and
+// zip size in MiB ("-" when not measured), and the median INIT in ms over the
+// starts measured.
+func WriteTable(w io.Writer, rows []Row) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| function | %s/%s binary (MiB) | zip (MiB) | INIT median (ms) | starts | INIT measured on |\n", DeployOS, DeployArch)
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | --- |\n")
+	for _, r := range rows {
+		zipped := "-"
+		if r.ZipBytes > 0 {
+			zipped = fmt.Sprintf("%.2f", mib(r.ZipBytes))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %d | %s |\n", r.Function,
+			mib(r.BinaryBytes), zipped, float64(r.InitMedian())/float64(time.Millisecond), len(r.Inits), r.InitArch)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write cold-start table: %w", err)
+	}
+	return nil
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// Report measures every function of the repository at repoRoot (Measure)
+// and prints the markdown table (WriteTable) to w: the entry point of
+// `linegate bench --cold-start`. It needs the go command and aws-lambda-rie
+// (an error wrapping ErrNoEmulator otherwise) and runs on Linux only.
+func Report(ctx context.Context, repoRoot string, w io.Writer, opts ...Option) error {
+	rows, err := Measure(ctx, repoRoot, opts...)
+	if err != nil {
+		return fmt.Errorf("cold-start report: %w", err)
+	}
+	return WriteTable(w, rows)
+}
