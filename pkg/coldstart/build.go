@@ -33,9 +33,22 @@ type Binary struct {
 	Size int64
 }
 
+// Tags are the build tags of each function, as the Makefile's TAGS_<name>
+// variables set them (TestTagsMatchMakefile keeps the two in step): every
+// function drops the RPC runtime (lambda.norpc); the webhook also uses the
+// lightweight X-Ray tracer (xraylite), which keeps it under 16 MB.
+func Tags(function string) string {
+	switch filepath.Base(function) {
+	case "webhook":
+		return "lambda.norpc,xraylite"
+	default:
+		return "lambda.norpc"
+	}
+}
+
 // Build compiles the Go main package in the directory function (for example
 // <repo>/functions/webhook) for goos/goarch into outDir/bootstrap, the way the
-// Makefile and SAM build it: CGO_ENABLED=0, -tags lambda.norpc, -trimpath and
+// Makefile and SAM build it: CGO_ENABLED=0, -tags Tags(function), -trimpath and
 // a stripped binary (-ldflags '-s -w'). outDir is created if needed. The go
 // command is looked up on PATH unless WithGo is given. A failed build returns
 // the compiler's output in the error.
@@ -56,7 +69,7 @@ func Build(ctx context.Context, function, goos, goarch, outDir string, opts ...O
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return Binary{}, fmt.Errorf("build %s: %w", function, err)
 	}
-	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", Tags(function), "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
 	cmd.Dir = function
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	var output bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -355,4 +356,22 @@ func FuzzParseFunctionError(f *testing.F) {
 			t.Fatalf("%+v did not round-trip: %+v %v", fe, fe2, ok)
 		}
 	})
+}
+
+// The Makefile (what SAM runs) and this package build with the same tags.
+func TestTagsMatchMakefile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"webhook", "worker", "notifier"} {
+		re := regexp.MustCompile(`(?m)^TAGS_` + fn + `\s*=\s*(\S+)\s*$`)
+		m := re.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("Makefile has no TAGS_%s", fn)
+		}
+		if got := Tags("functions/" + fn); got != string(m[1]) {
+			t.Fatalf("Tags(%s) = %q, Makefile says %q", fn, got, m[1])
+		}
+	}
 }

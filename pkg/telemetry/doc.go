@@ -6,6 +6,14 @@
 // alone: the cores (webhook, worker, notifier) call StartSubsegment,
 // TraceHeader, TraceID, NewLogger and NewMetrics and never see the SDK.
 //
+// Two builds. By default tracing is the AWS X-Ray SDK for Go v2 (segments,
+// awsv2.AWSV2Instrumentor for SDK clients, xray.Client for HTTP). With the
+// build tag xraylite — the webhook Lambda's build — the same API is served by
+// a small emitter that writes segment documents to the X-Ray daemon over UDP
+// itself: the SDK's core package imports grpc and fasthttp (about 10 MB of
+// binary and milliseconds of init) that the webhook, which LINE waits on,
+// does not need. Both builds pass the same tests against the collector.
+//
 // Every tracing call is a safe no-op when the context carries no segment (unit
 // tests, local runs without a collector): no panic, no "segment cannot be
 // found" log noise.

@@ -1,16 +1,15 @@
+//go:build !xraylite
+
 package telemetry
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -24,24 +23,6 @@ import (
 	"github.com/aws/aws-xray-sdk-go/v2/xraylog"
 )
 
-// Annotation keys (*Span).Link writes; the collector reads the same names.
-const (
-	// AnnotationUpstreamTraceID holds the trace id of the trace that caused
-	// this one (the webhook's trace, seen from the worker).
-	AnnotationUpstreamTraceID = "upstreamTraceId"
-	// AnnotationUpstreamParentID holds the id of the upstream (sub)segment
-	// that handed the work off (the PutEvents subsegment).
-	AnnotationUpstreamParentID = "upstreamParentId"
-)
-
-// lambdaTraceHeaderKey is the context key aws-lambda-go stores the invocation's
-// trace header under (a plain string key, so it is matched by value).
-const lambdaTraceHeaderKey = xray.LambdaTraceHeaderKey
-
-// lambdaTraceEnv is the environment variable the Lambda runtime sets to the
-// current invocation's trace header.
-const lambdaTraceEnv = "_X_AMZN_TRACE_ID"
-
 // noOpTraceID is the trace id the SDK gives unsampled segments.
 const noOpTraceID = "1-00000000-000000000000000000000000"
 
@@ -52,42 +33,6 @@ func init() {
 	// of plain text on stdout, where it would corrupt JSON log lines.
 	_ = xray.Configure(xray.Config{ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()})
 	xray.SetLogger(sdkLogger{log: slog.New(slog.NewJSONHandler(os.Stderr, nil)), min: xraylog.LogLevelWarn})
-}
-
-// ConfigOption tunes Configure.
-type ConfigOption func(*traceConfig)
-
-type traceConfig struct {
-	daemonAddr     string
-	sampleAll      bool
-	serviceVersion string
-	sdkLog         *slog.Logger
-}
-
-// WithDaemonAddress makes segments go to the X-Ray daemon (or the local
-// collector) at addr ("127.0.0.1:2000"). An explicit address wins over
-// AWS_XRAY_DAEMON_ADDRESS; without this option the SDK's rule applies (the
-// environment variable, else 127.0.0.1:2000).
-func WithDaemonAddress(addr string) ConfigOption {
-	return func(c *traceConfig) { c.daemonAddr = addr }
-}
-
-// WithSampleAll samples every segment started by StartSegment without a
-// sampled parent. Use it for local runs: the default centralized sampling
-// polls a daemon for rules and keeps only 1 trace/s + 5%.
-func WithSampleAll() ConfigOption {
-	return func(c *traceConfig) { c.sampleAll = true }
-}
-
-// WithServiceVersion records v as the service version of every segment.
-func WithServiceVersion(v string) ConfigOption {
-	return func(c *traceConfig) { c.serviceVersion = v }
-}
-
-// WithSDKLogger routes the X-Ray SDK's own WARN and ERROR messages to l
-// (default: JSON on stderr).
-func WithSDKLogger(l *slog.Logger) ConfigOption {
-	return func(c *traceConfig) { c.sdkLog = l }
 }
 
 // Configure sets where and how segments are emitted. It changes process-wide
@@ -180,26 +125,13 @@ type Span struct {
 // hasTrace reports whether ctx carries a segment or a Lambda trace header the
 // SDK can hang a subsegment on.
 func hasTrace(ctx context.Context) bool {
-	if xray.SdkDisabled() {
+	if sdkDisabled() {
 		return false
 	}
 	if xray.GetSegment(ctx) != nil {
 		return true
 	}
 	return lambdaHeader(ctx).Root != ""
-}
-
-// lambdaHeader returns the invocation's trace header aws-lambda-go put in ctx.
-func lambdaHeader(ctx context.Context) Header {
-	s, _ := ctx.Value(lambdaTraceHeaderKey).(string)
-	if s == "" {
-		return Header{}
-	}
-	h, err := ParseTraceHeader(s)
-	if err != nil {
-		return Header{}
-	}
-	return h
 }
 
 // StartSubsegment starts a subsegment named name under the segment in ctx (or,
@@ -243,7 +175,7 @@ func StartAWSCall(ctx context.Context, service, operation, region string) (conte
 // End is called (or when ctx is cancelled). With AWS_XRAY_SDK_DISABLED=true it
 // returns a no-op Span.
 func StartSegment(ctx context.Context, name string, parent Header) (context.Context, *Span) {
-	if xray.SdkDisabled() {
+	if sdkDisabled() {
 		return ctx, &Span{}
 	}
 	if parent.Root == "" {
@@ -277,19 +209,6 @@ func (s *Span) Metadata(key string, value any) {
 		return
 	}
 	_ = s.seg.AddMetadata(key, value)
-}
-
-// Link records that this span's work was caused by the (sub)segment upstream
-// names, in another trace: the webhook's PutEvents subsegment, seen from the
-// worker. See the package doc for the representation.
-func (s *Span) Link(upstream Header) {
-	if upstream.Root == "" {
-		return
-	}
-	s.Annotate(AnnotationUpstreamTraceID, upstream.Root)
-	if upstream.Parent != "" {
-		s.Annotate(AnnotationUpstreamParentID, upstream.Parent)
-	}
 }
 
 // SetHTTPStatus records the HTTP status this span answered or received and
@@ -343,7 +262,7 @@ func (s *Span) Panic(v any, stack []byte) {
 			ID:      newExceptionID(),
 			Type:    "panic",
 			Message: fmt.Sprint(v),
-			Stack:   parseStack(stack, maxStackFrames),
+			Stack:   sdkStack(parseStack(stack, maxStackFrames)),
 		})
 	}
 	s.seg.Unlock()
@@ -376,7 +295,7 @@ func (s *Span) ID() string {
 // segmentOf returns the (sub)segment in ctx, nil when there is none or the
 // SDK is disabled (AWS_XRAY_SDK_DISABLED=true gives hollow segments).
 func segmentOf(ctx context.Context) *xray.Segment {
-	if xray.SdkDisabled() {
+	if sdkDisabled() {
 		return nil
 	}
 	return xray.GetSegment(ctx)
@@ -422,15 +341,7 @@ func TraceID(ctx context.Context) string {
 			return ""
 		}
 	}
-	if h := lambdaHeader(ctx); h.Root != "" {
-		return h.Root
-	}
-	if env := os.Getenv(lambdaTraceEnv); env != "" {
-		if h, err := ParseTraceHeader(env); err == nil {
-			return h.Root
-		}
-	}
-	return ""
+	return ambientTraceID(ctx)
 }
 
 // InstrumentAWS makes every call of clients built from cfg (EventBridge, SQS,
@@ -474,88 +385,11 @@ func (t *traceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// annotationKey maps key to the characters X-Ray keeps in annotation keys.
-func annotationKey(key string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
-			return r
-		}
-		return '_'
-	}, key)
-}
-
-// annotationValue converts v to one of the types the SDK accepts (string,
-// bool, int, uint, float64).
-func annotationValue(v any) any {
-	switch x := v.(type) {
-	case string, bool, int, uint, float64:
-		return x
-	case float32:
-		return float64(x)
-	case int8:
-		return int(x)
-	case int16:
-		return int(x)
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	case uint8:
-		return uint(x)
-	case uint16:
-		return uint(x)
-	case uint32:
-		return uint(x)
-	case uint64:
-		return uint(x)
-	case fmt.Stringer:
-		return x.String()
-	case error:
-		return x.Error()
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
-// maxStackFrames bounds the frames recorded for a panic (the SDK's own cap).
-const maxStackFrames = 32
-
-// parseStack turns runtime/debug.Stack output into X-Ray stack frames:
-// pairs of "pkg.Func(args)" and "\t/path/file.go:123 +0x1d" lines. Lines that
-// do not fit the pattern are skipped; at most limit frames are returned.
-func parseStack(stack []byte, limit int) []exception.Stack {
-	lines := strings.Split(string(stack), "\n")
-	var out []exception.Stack
-	for i := 0; i+1 < len(lines) && len(out) < limit; i++ {
-		fn := lines[i]
-		loc := lines[i+1]
-		if fn == "" || strings.HasPrefix(fn, "\t") || !strings.HasPrefix(loc, "\t") {
-			continue
-		}
-		loc = strings.TrimPrefix(loc, "\t")
-		if sp := strings.LastIndexByte(loc, ' '); sp > 0 {
-			loc = loc[:sp]
-		}
-		colon := strings.LastIndexByte(loc, ':')
-		if colon <= 0 {
-			continue
-		}
-		line, err := strconv.Atoi(loc[colon+1:])
-		if err != nil {
-			continue
-		}
-		if p := strings.LastIndexByte(fn, '('); p > 0 {
-			fn = fn[:p]
-		}
-		out = append(out, exception.Stack{Path: loc[:colon], Line: line, Label: fn})
-		i++
+// sdkStack converts parsed frames to the SDK's exception stack type.
+func sdkStack(frames []stackFrame) []exception.Stack {
+	out := make([]exception.Stack, len(frames))
+	for i, f := range frames {
+		out[i] = exception.Stack{Path: f.Path, Line: f.Line, Label: f.Label}
 	}
 	return out
-}
-
-// newExceptionID returns a random 16-hex-digit id for an exception record.
-func newExceptionID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
