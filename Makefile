@@ -62,9 +62,13 @@ local:
 deploy:
 	sam build && sam deploy
 
-## bench: Go benchmarks of the hot paths
+## bench: Go benchmarks of the hot paths (benchstat-friendly), then the
+## end-to-end comparison with the two baselines, the crash run and the chaos run
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/ingress ./pkg/bench ./pkg/cloud/pattern | tee bench.txt
+	$(GO) run ./cmd/linegate bench
+	$(GO) run ./cmd/linegate bench --crash
+	$(GO) run ./cmd/linegate bench --chaos --events 10000
 
 ## fuzz: every fuzz target for FUZZTIME each
 fuzz:

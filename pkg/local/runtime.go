@@ -85,6 +85,7 @@ type Runtime struct {
 	srv       *http.Server
 	ln        net.Listener
 	url       string
+	rctx      context.Context // lives until Close; parent of every poller
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
@@ -148,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
-		cfg: cfg, top: top, ln: ln, url: "http://" + ln.Addr().String(), cancel: cancel,
+		cfg: cfg, top: top, ln: ln, url: "http://" + ln.Addr().String(), rctx: rctx, cancel: cancel,
 		events: newEventLog(), counters: newCounters(), out: &printer{w: cfg.Out},
 		log: telemetry.NewLogger(cfg.Logs),
 	}
@@ -420,9 +421,9 @@ func (w *workerRun) start(parent context.Context, wg *sync.WaitGroup) {
 
 // CrashWorkers kills every worker mid-batch, the way a Lambda sandbox dies:
 // in-flight invocations are abandoned without deleting anything, and new
-// pollers start at once. What was in flight comes back after its visibility
-// timeout; nothing is lost.
-func (r *Runtime) CrashWorkers(ctx context.Context) {
+// pollers start at once (they live until Close). What was in flight comes
+// back after its visibility timeout; nothing is lost.
+func (r *Runtime) CrashWorkers() {
 	r.workersMu.Lock()
 	defer r.workersMu.Unlock()
 	for _, w := range r.workers {
@@ -430,7 +431,7 @@ func (r *Runtime) CrashWorkers(ctx context.Context) {
 		close(w.crashed)
 		w.cancel()
 		w.mu.Unlock()
-		w.start(ctx, &r.wg)
+		w.start(r.rctx, &r.wg)
 	}
 	r.out.line("worker    crashed on purpose: in-flight batches abandoned, pollers restarted")
 }

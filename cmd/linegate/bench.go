@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/linegate/linegate/pkg/bench"
+)
+
+// runBench is `linegate bench`: the same traffic and handler through the
+// synchronous baseline, the in-process background baseline and linegate.
+// It exits non-zero when a linegate invariant was violated.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	events := fs.Int("events", 0, fmt.Sprintf("webhooks to send, one event each (default %d; %d with --chaos)", bench.DefaultEvents, bench.DefaultChaosEvents))
+	conc := fs.Int("concurrency", bench.DefaultConcurrency, "webhooks LINE sends at once")
+	work := fs.Duration("work", 0, fmt.Sprintf("simulated handler work before the reply (default %s; %s with --chaos; 0s for none)", bench.DefaultWork, bench.DefaultChaosWork))
+	busLatency := fs.Duration("bus-latency", bench.DefaultBusLatency, "latency added to every PutEvents of linegate (0s for none)")
+	crash := fs.Bool("crash", false, "kill each system's workers mid-run")
+	chaos := fs.Bool("chaos", false, "linegate only: inject PutEvents failures, handler errors, poison events and LINE 429/500, then check the invariants")
+	putFail := fs.Float64("put-fail-rate", bench.DefaultPutFailRate, "chaos: fraction of PutEvents entries failing with InternalFailure")
+	handlerFail := fs.Float64("handler-fail-rate", bench.DefaultHandlerFailRate, "chaos: fraction of events whose handler fails its first attempt")
+	poison := fs.Float64("poison-rate", bench.DefaultPoisonRate, "chaos: fraction of events whose handler always fails")
+	l429 := fs.Float64("line-429-rate", bench.DefaultLine429Rate, "chaos: fraction of LINE API calls answered 429")
+	l500 := fs.Float64("line-500-rate", bench.DefaultLine500Rate, "chaos: fraction of LINE API calls answered 500")
+	scale := fs.Float64("time-scale", bench.DefaultTimeScale, "compress linegate's visibility timeouts and alarm periods (lowered when shorter than the work allows)")
+	redeliveries := fs.Int("redeliveries", 0, fmt.Sprintf("LINE webhook redeliveries (default %d; %d with --chaos)", bench.DefaultRedeliveries, bench.DefaultChaosRedeliveries))
+	interval := fs.Duration("redelivery-interval", bench.DefaultRedeliveryInterval, "wait before a redelivery")
+	only := fs.String("only", "", "run only these systems, comma-separated: sync, background, linegate")
+	tmpl := fs.String("template", bench.DefaultTemplate, "linegate's SAM template")
+	pollers := fs.Int("pollers", 0, "linegate pollers per queue (default: the template's WorkerMaxConcurrency)")
+	drainTimeout := fs.Duration("drain-timeout", 0, "how long to wait for effects after the last delivery (default: derived)")
+	seed := fs.Uint64("seed", 1, "seed of the flaky/poison choice and of injected faults")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of markdown")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+	}
+	o := bench.Options{
+		Events: *events, Concurrency: *conc, Work: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"),
+		Crash: *crash, Chaos: *chaos, TimeScale: *scale, Only: *only, Redeliveries: *redeliveries, RedeliveryInterval: *interval,
+		Template: *tmpl, Pollers: *pollers, DrainTimeout: *drainTimeout, Seed: *seed,
+	}
+	if *chaos {
+		o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate = *putFail, *handlerFail, *poison, *l429, *l500
+	}
+	rep, err := bench.Run(ctx, o)
+	if errors.Is(err, bench.ErrOptions) {
+		return usageError{err.Error()}
+	}
+	if err != nil && !errors.Is(err, bench.ErrInvariant) {
+		return err
+	}
+	if *asJSON {
+		if werr := rep.WriteJSON(stdout); werr != nil {
+			return werr
+		}
+	} else if werr := rep.WriteMarkdown(stdout); werr != nil {
+		return werr
+	}
+	if err != nil {
+		// The report above lists each violation.
+		return fmt.Errorf("%d invariant(s) violated", len(rep.Violations))
+	}
+	return nil
+}
+
+// orNone maps an explicit 0 to "none" (a negative duration, which Options
+// reads as none) and an unset flag to 0 (the default).
+func orNone(d time.Duration, fs *flag.FlagSet, name string) time.Duration {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	if set && d == 0 {
+		return -1
+	}
+	return d
+}

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+const testTemplate = "../../template.yaml"
+
+// logs shows the systems' JSON logs with BENCH_TEST_LOGS=1.
+func logs() *os.File {
+	if os.Getenv("BENCH_TEST_LOGS") != "" {
+		return os.Stderr
+	}
+	return nil
+}
+
+func run(t *testing.T, o Options) Report {
+	t.Helper()
+	o.Template = testTemplate
+	if f := logs(); f != nil {
+		o.Logs = f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v\nreport: %+v", err, rep)
+	}
+	return rep
+}
+
+func system(t *testing.T, rep Report, name string) SystemResult {
+	t.Helper()
+	s, ok := rep.System(name)
+	if !ok {
+		t.Fatalf("no %s result in %+v", name, rep.Systems)
+	}
+	return s
+}
+
+// The structural claims of the issue on a short run: linegate answers LINE
+// well inside its timeout and far faster than the synchronous baseline, and
+// loses and duplicates nothing.
+func TestShortRunAcknowledgesFastAndLosesNothing(t *testing.T) {
+	rep := run(t, Options{Events: 40, Concurrency: 8, Work: 300 * time.Millisecond, BusLatency: 20 * time.Millisecond})
+	sync, bg, lg := system(t, rep, SystemSync), system(t, rep, SystemBackground), system(t, rep, SystemLinegate)
+	for _, s := range []SystemResult{sync, bg, lg} {
+		if s.Events != 40 || s.Attempts < 40 || !s.Drained {
+			t.Errorf("%s: %d events, %d attempts, drained %v", s.System, s.Events, s.Attempts, s.Drained)
+		}
+	}
+	if lg.AckP99Ms >= 2000 || lg.Timeouts != 0 {
+		t.Errorf("linegate ack p99 %.1f ms with %d timeouts; want < 2 s and none", lg.AckP99Ms, lg.Timeouts)
+	}
+	// The bus latency is in linegate's acknowledgement; the work is in the
+	// synchronous one.
+	if lg.AckP50Ms < 20 {
+		t.Errorf("linegate ack p50 %.1f ms is below the simulated bus latency", lg.AckP50Ms)
+	}
+	if sync.AckP50Ms < 300 {
+		t.Errorf("sync ack p50 %.1f ms is below the handler's work", sync.AckP50Ms)
+	}
+	if sync.AckP99Ms < 4*lg.AckP99Ms {
+		t.Errorf("sync ack p99 %.1f ms is not far above linegate's %.1f ms", sync.AckP99Ms, lg.AckP99Ms)
+	}
+	if lg.Lost != 0 || lg.Duplicates != 0 || lg.Undelivered != 0 {
+		t.Errorf("linegate lost %d, duplicated %d, undelivered %d", lg.Lost, lg.Duplicates, lg.Undelivered)
+	}
+	if lg.E2EP50Ms < 300 || lg.Throughput <= 0 {
+		t.Errorf("linegate e2e p50 %.1f ms (work is 300 ms), throughput %.1f/s", lg.E2EP50Ms, lg.Throughput)
+	}
+	if rep.Accounting == nil || rep.Accounting.ExactlyOnce != 40 || len(rep.Violations) != 0 {
+		t.Errorf("accounting %+v, violations %v", rep.Accounting, rep.Violations)
+	}
+	if len(rep.Ratios) != 2 || rep.Ratios[0].Baseline != SystemSync || rep.Ratios[0].AckP99 < 4 {
+		t.Errorf("ratios %+v", rep.Ratios)
+	}
+	if rep.Settings.EffectiveTimeScale != DefaultTimeScale {
+		t.Errorf("time scale %g, want the default %d (300 ms work fits the scaled visibility)", rep.Settings.EffectiveTimeScale, DefaultTimeScale)
+	}
+}
+
+// With work beyond LINE's 2 s, the synchronous design times out on every
+// attempt, LINE redelivers, and the user gets the answer twice.
+func TestSyncBaselineTimesOutWhenWorkExceedsLineTimeout(t *testing.T) {
+	rep := run(t, Options{Events: 8, Concurrency: 8, Work: 2500 * time.Millisecond, Only: SystemSync})
+	s := system(t, rep, SystemSync)
+	if s.Timeouts != s.Attempts || s.Attempts != 16 {
+		t.Errorf("%d of %d attempts timed out; want every one of 16 (8 events, 1 redelivery each)", s.Timeouts, s.Attempts)
+	}
+	if s.Redeliveries != 8 || s.Undelivered != 8 {
+		t.Errorf("redeliveries %d, undelivered %d; want 8 and 8", s.Redeliveries, s.Undelivered)
+	}
+	if s.AckP99Ms < 2000 {
+		t.Errorf("ack p99 %.1f ms; a timed-out attempt counts as LINE's 2 s", s.AckP99Ms)
+	}
+	if s.Duplicates != 8 || s.Lost != 0 {
+		t.Errorf("duplicates %d, lost %d; want every event answered twice", s.Duplicates, s.Lost)
+	}
+	if _, ok := rep.System(SystemLinegate); ok || rep.Accounting != nil {
+		t.Error("only the sync baseline should have run")
+	}
+}
+
+// Chaos: PutEvents failures, transient handler errors, poison events and
+// LINE 429/500s, and still every effect exactly once, poison in the DLQ, the
+// alarm raised and the operator told.
+func TestChaosAccountingHolds(t *testing.T) {
+	rep := run(t, Options{Events: 150, Concurrency: 10, Work: 20 * time.Millisecond, Chaos: true, TimeScale: 190,
+		PutFailRate: 0.1, HandlerFailRate: 0.1, PoisonRate: 0.03, Line429Rate: 0.1, Line500Rate: 0.05})
+	a := rep.Accounting
+	if a == nil {
+		t.Fatal("no accounting")
+	}
+	if a.Poison != 5 || a.DeadLettered != 5 || a.DLQVisible != 5 {
+		t.Errorf("poison %d, dead-lettered %d, in DLQs %d; want 5 each", a.Poison, a.DeadLettered, a.DLQVisible)
+	}
+	if a.ExactlyOnce != 145 || a.Lost != 0 || a.Duplicates != 0 {
+		t.Errorf("exactly once %d, lost %d, duplicated %d", a.ExactlyOnce, a.Lost, a.Duplicates)
+	}
+	if len(a.AlarmsFired) == 0 || len(a.Notified) == 0 {
+		t.Errorf("alarms fired %v, operator notified of %v", a.AlarmsFired, a.Notified)
+	}
+	// The chaos really happened.
+	in := a.Injected
+	if in.PutEventsFailures == 0 || in.FlakyEvents != 15 || in.Line429 == 0 || in.Line500 == 0 {
+		t.Errorf("injected %+v", in)
+	}
+	if len(rep.Systems) != 1 || rep.Systems[0].System != SystemLinegate {
+		t.Errorf("chaos ran %+v; want linegate only", rep.Systems)
+	}
+}
+
+// A crash mid-run: the background baseline loses what was in flight,
+// linegate loses nothing (abandoned records come back after their
+// visibility timeout).
+func TestCrashLinegateLosesNothingBackgroundLoses(t *testing.T) {
+	rep := run(t, Options{Events: 40, Concurrency: 8, Work: time.Second, Crash: true, Only: "background,linegate"})
+	bg, lg := system(t, rep, SystemBackground), system(t, rep, SystemLinegate)
+	if !bg.Crashed || !lg.Crashed {
+		t.Fatalf("crashed: background %v, linegate %v", bg.Crashed, lg.Crashed)
+	}
+	if bg.Lost == 0 || bg.Lost > bg.InFlightAtCrash {
+		t.Errorf("background lost %d with %d in flight at the crash; want 0 < lost <= in flight", bg.Lost, bg.InFlightAtCrash)
+	}
+	if lg.InFlightAtCrash == 0 {
+		t.Error("linegate had nothing in flight at the crash: the test proves nothing")
+	}
+	if lg.Lost != 0 || lg.Duplicates != 0 || len(rep.Violations) != 0 {
+		t.Errorf("linegate lost %d, duplicated %d, violations %v", lg.Lost, lg.Duplicates, rep.Violations)
+	}
+	if _, ok := rep.System(SystemSync); ok {
+		t.Error("sync ran though not asked for")
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Options
+		bad  bool
+		want func(Options) bool
+	}{
+		{"defaults", Options{}, false, func(o Options) bool {
+			return o.Events == DefaultEvents && o.Concurrency == DefaultConcurrency && o.Work == DefaultWork &&
+				o.BusLatency == DefaultBusLatency && o.Redeliveries == 1 && o.TimeScale == DefaultTimeScale
+		}},
+		{"chaos defaults", Options{Chaos: true}, false, func(o Options) bool {
+			return o.Events == DefaultChaosEvents && o.Work == DefaultChaosWork && o.Redeliveries == DefaultChaosRedeliveries
+		}},
+		{"negative means none", Options{Work: -1, BusLatency: -1}, false, func(o Options) bool { return o.Work == 0 && o.BusLatency == 0 }},
+		{"unknown system", Options{Only: "lambda"}, true, nil},
+		{"chaos on a baseline", Options{Chaos: true, Only: SystemSync}, true, nil},
+		{"rate of 1", Options{Chaos: true, PoisonRate: 1}, true, nil},
+		{"LINE rates over 1", Options{Chaos: true, Line429Rate: 0.6, Line500Rate: 0.5}, true, nil},
+		{"time scale below 1", Options{TimeScale: 0.5}, true, nil},
+		{"negative events", Options{Events: -3}, true, nil},
+		{"two systems", Options{Only: "sync, linegate"}, false, func(o Options) bool {
+			s := o.systems()
+			return len(s) == 2 && s[0] == SystemSync && s[1] == SystemLinegate
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := tt.in.Normalize()
+			if tt.bad {
+				if !errors.Is(err, ErrOptions) {
+					t.Fatalf("err %v, want ErrOptions", err)
+				}
+				return
+			}
+			if err != nil || !tt.want(o) {
+				t.Fatalf("%+v %v", o, err)
+			}
+		})
+	}
+}
+
+func TestRunRejectsBadOptionsWithoutStarting(t *testing.T) {
+	_, err := Run(context.Background(), Options{Only: "nope"})
+	if !errors.Is(err, ErrOptions) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestLinegateTimingLowersTheScaleForLongWork(t *testing.T) {
+	tests := []struct {
+		work      time.Duration
+		scale     float64
+		wantScale float64
+	}{
+		{20 * time.Millisecond, 60, 60},    // 190 s / 60 = 3.2 s > 1.04 s
+		{3 * time.Second, 60, 190.0 / 7.0}, // needs 7 s
+		{time.Second, 190, 190.0 / 3.0},    // needs 3 s
+		{2 * time.Minute, 60, 1},           // never below real time
+	}
+	for _, tt := range tests {
+		tm, err := linegateTiming(Options{Template: testTemplate, Work: tt.work, TimeScale: tt.scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := tm.scale - tt.wantScale; diff > 1e-9 || diff < -1e-9 {
+			t.Errorf("work %v scale %g: got %g, want %g", tt.work, tt.scale, tm.scale, tt.wantScale)
+		}
+		if tm.receives != 5 || tm.visibility != time.Duration(float64(190*time.Second)/tm.scale) {
+			t.Errorf("timing %+v", tm)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/linegate/linegate/pkg/bot"
+)
+
+// Kinds of bench traffic. Every event's text is "<kind>:<n>", n being the
+// event's index in the run, so that each effect can be counted per event.
+const (
+	KindNormal = "bench"  // works, then replies "done <n>"
+	KindFlaky  = "flaky"  // fails its first attempt, then behaves as KindNormal
+	KindPoison = "poison" // fails every attempt: must end in a DLQ
+)
+
+// Handler errors, so a reader of the worker's logs can tell an injected
+// failure from a real one.
+var (
+	// ErrTransient is what a KindFlaky event fails with on its first attempt.
+	ErrTransient = errors.New("bench: transient failure on the first attempt")
+	// ErrPoison is what a KindPoison event fails with on every attempt.
+	ErrPoison = errors.New("bench: poison event fails every attempt")
+)
+
+// eventText is the text of event n of the given kind.
+func eventText(kind string, n int) string { return kind + ":" + strconv.Itoa(n) }
+
+// doneText is the reply the handler sends for event n.
+func doneText(n int) string { return "done " + strconv.Itoa(n) }
+
+// parseText reads "<kind>:<n>" back. Only the canonical decimal form of a
+// non-negative n is accepted, so one event cannot be counted under two texts.
+func parseText(text string) (kind string, n int, ok bool) {
+	kind, num, found := strings.Cut(text, ":")
+	if !found {
+		return "", 0, false
+	}
+	switch kind {
+	case KindNormal, KindFlaky, KindPoison:
+	default:
+		return "", 0, false
+	}
+	n, ok = canonicalIndex(num)
+	return kind, n, ok
+}
+
+// parseDone reads the event index out of one recorded LINE message object,
+// {"type":"text","text":"done <n>"}; ok is false for anything else.
+func parseDone(raw json.RawMessage) (int, bool) {
+	var m struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Type != "text" {
+		return 0, false
+	}
+	num, found := strings.CutPrefix(m.Text, "done ")
+	if !found {
+		return 0, false
+	}
+	return canonicalIndex(num)
+}
+
+func canonicalIndex(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// handler is the bot every system runs: the same code inside the webhook
+// request (sync), in a goroutine (background) and in linegate's worker.
+type handler struct {
+	work time.Duration
+
+	mu    sync.Mutex
+	tried map[string]bool // webhookEventIds of flaky events already attempted
+}
+
+// newRouter returns the bench bot: each text "<kind>:<n>" sleeps work and
+// replies "done <n>", except the injected failures of KindFlaky and
+// KindPoison.
+func newRouter(work time.Duration) *bot.Router {
+	h := &handler{work: work, tried: map[string]bool{}}
+	r := bot.NewRouter()
+	r.OnText("", h.handle)
+	return r
+}
+
+func (h *handler) handle(ctx context.Context, e *bot.Event, text string) error {
+	kind, n, ok := parseText(text)
+	if !ok {
+		return nil // not bench traffic: acknowledged, no effect
+	}
+	switch kind {
+	case KindPoison:
+		return fmt.Errorf("event %d: %w", n, ErrPoison)
+	case KindFlaky:
+		if h.firstAttempt(e.WebhookEventID) {
+			return fmt.Errorf("event %d: %w", n, ErrTransient)
+		}
+	}
+	if err := sleepCtx(ctx, h.work); err != nil {
+		return fmt.Errorf("event %d: simulated work: %w", n, err)
+	}
+	return e.ReplyText(ctx, doneText(n))
+}
+
+func (h *handler) firstAttempt(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tried[id] {
+		return false
+	}
+	h.tried[id] = true
+	return true
+}
+
+// sleepCtx waits d unless ctx ends first, whose error it then returns.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: write JSON report: %w", err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report as markdown: the settings, one table row
+// per system, the ratios against each baseline, and the accounting.
+func (r Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	s := r.Settings
+	fmt.Fprintf(&b, "## linegate bench\n\n")
+	fmt.Fprintf(&b, "%d events from distinct users, concurrency %d, handler work %s, bus latency %s, LINE timeout %s, %d redelivery(ies) after %s",
+		s.Events, s.Concurrency, fmtMs(s.WorkMs), fmtMs(s.BusLatencyMs), s.LineTimeout, s.Redeliveries, s.RedeliveryInterval)
+	if s.EffectiveTimeScale > 0 {
+		fmt.Fprintf(&b, ", linegate time scale %.4g", s.EffectiveTimeScale)
+		if s.EffectiveTimeScale != s.TimeScale {
+			fmt.Fprintf(&b, " (asked %.4g; lowered so a visibility timeout outlasts the work)", s.TimeScale)
+		}
+	}
+	if s.Crash {
+		b.WriteString(", workers crashed mid-run")
+	}
+	if s.Chaos {
+		fmt.Fprintf(&b, ", chaos: PutEvents failures %g, handler failures %g, poison %g, LINE 429 %g, LINE 500 %g",
+			s.PutFailRate, s.HandlerFailRate, s.PoisonRate, s.Line429Rate, s.Line500Rate)
+	}
+	fmt.Fprintf(&b, ", seed %d.\n\n", s.Seed)
+
+	b.WriteString("| system | ack p50 | ack p99 | ack max | LINE timeouts | redeliveries | duplicate replies | lost | e2e p50 | e2e p99 | throughput |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, sr := range r.Systems {
+		lost := fmt.Sprint(sr.Lost)
+		if sr.Crashed && sr.InFlightAtCrash >= 0 {
+			lost += fmt.Sprintf(" (%d in flight at crash)", sr.InFlightAtCrash)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d / %d | %d | %d | %s | %s | %s | %.1f/s |\n",
+			sr.System, fmtMs(sr.AckP50Ms), fmtMs(sr.AckP99Ms), fmtMs(sr.AckMaxMs), sr.Timeouts, sr.Attempts,
+			sr.Redeliveries, sr.Duplicates, lost, fmtMs(sr.E2EP50Ms), fmtMs(sr.E2EP99Ms), sr.Throughput)
+	}
+	if len(r.Ratios) > 0 {
+		b.WriteString("\nlinegate against each baseline (× better; latencies baseline ÷ linegate, throughput linegate ÷ baseline):\n\n")
+		b.WriteString("| baseline | ack p50 | ack p99 | ack max | e2e p99 | throughput |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, ra := range r.Ratios {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", ra.Baseline, fmtX(ra.AckP50), fmtX(ra.AckP99), fmtX(ra.AckMax), fmtX(ra.E2EP99), fmtX(ra.Throughput))
+		}
+	}
+	if a := r.Accounting; a != nil {
+		fmt.Fprintf(&b, "\nlinegate accounting: %d events, %d answered exactly once, %d duplicated, %d lost; %d poison, %d dead-lettered, %d in the DLQs",
+			a.Events, a.ExactlyOnce, a.Duplicates, a.Lost, a.Poison, a.DeadLettered, a.DLQVisible)
+		if len(a.AlarmsFired) > 0 {
+			fmt.Fprintf(&b, "; alarm %s fired", strings.Join(a.AlarmsFired, ", "))
+		}
+		if len(a.Notified) > 0 {
+			fmt.Fprintf(&b, "; operator notified of %s", strings.Join(a.Notified, ", "))
+		}
+		b.WriteString(".\n")
+		if in := a.Injected; r.Settings.Chaos {
+			fmt.Fprintf(&b, "\nchaos served: %d PutEvents entries failed, %d events failed their first attempt, LINE answered %d × 429 and %d × 500.\n",
+				in.PutEventsFailures, in.FlakyEvents, in.Line429, in.Line500)
+		}
+	}
+	if len(r.Violations) > 0 {
+		b.WriteString("\n**INVARIANTS VIOLATED**\n\n")
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "- %s\n", v)
+		}
+	} else if r.Accounting != nil {
+		b.WriteString("\nAll invariants hold.\n")
+	}
+	fmt.Fprintf(&b, "\nRun took %.1f s.\n", r.Elapsed)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("bench: write markdown report: %w", err)
+	}
+	return nil
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.2f s", v/1000)
+	case v >= 10:
+		return fmt.Sprintf("%.0f ms", v)
+	default:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+}
+
+func fmtX(v float64) string {
+	if v == 0 {
+		return "n/a"
+	}
+	if v < 1 {
+		return fmt.Sprintf("%.2f×", v)
+	}
+	return fmt.Sprintf("%.1f×", v)
+}
