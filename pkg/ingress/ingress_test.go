@@ -2,11 +2,11 @@ package ingress
 
 import (
 	"bytes"
-	"io"
-	"log/slog"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
