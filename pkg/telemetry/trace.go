@@ -59,6 +59,14 @@ func Configure(opts ...ConfigOption) error {
 			return fmt.Errorf("telemetry: emitter for %s: %w", addr, err)
 		}
 		cfg.Emitter = pinnedEmitter{em}
+		// A local batch of ten records with their DynamoDB and LINE calls
+		// would otherwise be one segment document over UDP's 64 KB: stream
+		// every finished subsegment on its own instead.
+		stream, err := xray.NewDefaultStreamingStrategyWithMaxSubsegmentCount(1)
+		if err != nil {
+			return fmt.Errorf("telemetry: streaming strategy: %w", err)
+		}
+		cfg.StreamingStrategy = stream
 	}
 	if c.sampleAll {
 		cfg.SamplingStrategy = sampleAll{}
