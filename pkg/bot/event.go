@@ -104,14 +104,39 @@ type head struct {
 // ErrEvent marks a raw event that cannot be decoded: retrying will not help.
 var ErrEvent = errors.New("bot: malformed event")
 
-// Parse decodes a raw LINE event into an Event bound to m (which may be nil).
-func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Messenger) (*Event, error) {
+// Head is what can be known of an event without the SDK's full decoding:
+// enough to deduplicate it before paying for the rest.
+type Head struct {
+	Type           string
+	WebhookEventID string
+	SourceType     SourceType
+}
+
+// Peek reads an event's type, webhookEventId and source type.
+func Peek(raw json.RawMessage) (Head, error) {
+	h, err := peek(raw)
+	if err != nil {
+		return Head{}, err
+	}
+	return Head{Type: h.Type, WebhookEventID: h.WebhookEventID, SourceType: SourceType(h.Source.Type)}, nil
+}
+
+func peek(raw json.RawMessage) (head, error) {
 	var h head
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrEvent, err)
+		return head{}, fmt.Errorf("%w: %v", ErrEvent, err)
 	}
 	if h.Type == "" {
-		return nil, fmt.Errorf("%w: no type", ErrEvent)
+		return head{}, fmt.Errorf("%w: no type", ErrEvent)
+	}
+	return h, nil
+}
+
+// Parse decodes a raw LINE event into an Event bound to m (which may be nil).
+func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Messenger) (*Event, error) {
+	h, err := peek(raw)
+	if err != nil {
+		return nil, err
 	}
 	typed, err := webhook.UnmarshalEvent(raw)
 	if err != nil {

@@ -244,23 +244,24 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		res.Outcome, res.Err = OutcomeFailed, err
 		return res
 	}
-	ev, err := bot.Parse(env.Event, env.Destination, env.ReceivedAt, nil)
+	// Only the head is read before the claim: a duplicate costs no more.
+	h, err := bot.Peek(env.Event)
 	if err != nil {
 		res.Outcome, res.Err = OutcomeFailed, err
 		return res
 	}
-	res.WebhookEventID, res.Type = ev.WebhookEventID, ev.Type
-	if p.eventContext != nil && ev.WebhookEventID != "" {
-		ctx = p.eventContext(ctx, ev.WebhookEventID)
+	res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
+	if p.eventContext != nil && h.WebhookEventID != "" {
+		ctx = p.eventContext(ctx, h.WebhookEventID)
 	}
-	span.Annotate("webhookEventId", ev.WebhookEventID)
-	span.Annotate("eventType", ev.Type)
-	span.Annotate("sourceType", string(ev.Source.Type))
+	span.Annotate("webhookEventId", h.WebhookEventID)
+	span.Annotate("eventType", h.Type)
+	span.Annotate("sourceType", string(h.SourceType))
 	if up := rec.Attributes["AWSTraceHeader"]; up != "" {
 		span.Annotate("upstreamTraceId", crash.TraceRoot(up))
 	}
 
-	key := idempotency.Key(ev.WebhookEventID, env.Event)
+	key := idempotency.Key(h.WebhookEventID, env.Event)
 	switch err := p.store.Claim(ctx, key, p.inProgressFor); {
 	case errors.Is(err, idempotency.ErrCompleted):
 		res.Outcome = OutcomeDuplicate
@@ -268,6 +269,12 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 	case err != nil:
 		// In progress elsewhere, or the store is unreachable: try again later.
 		res.Outcome, res.Err = OutcomeFailed, fmt.Errorf("claim %s: %w", key, err)
+		return res
+	}
+	ev, err := bot.Parse(env.Event, env.Destination, env.ReceivedAt, nil)
+	if err != nil {
+		p.release(ctx, key, h.WebhookEventID)
+		res.Outcome, res.Err = OutcomeFailed, err
 		return res
 	}
 
@@ -282,11 +289,7 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		p.reportCrash(ctx, ev, res, recovered, stack)
 	}
 	if err != nil {
-		// Release so the retry can run; a failed release only delays it until
-		// the claim expires.
-		if rerr := p.store.Release(context.WithoutCancel(ctx), key); rerr != nil {
-			p.log.WarnContext(ctx, "release claim", "webhookEventId", ev.WebhookEventID, "error", rerr.Error())
-		}
+		p.release(ctx, key, ev.WebhookEventID)
 		res.Outcome, res.Err = OutcomeFailed, err
 		return res
 	}
@@ -300,6 +303,14 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		p.metrics.Duration("EndToEndLatency", p.now().Sub(ev.Timestamp))
 	}
 	return res
+}
+
+// release gives up a claim so the retry can run; a failed release only
+// delays the retry until the claim expires.
+func (p *Processor) release(ctx context.Context, key, id string) {
+	if err := p.store.Release(context.WithoutCancel(ctx), key); err != nil {
+		p.log.WarnContext(ctx, "release claim", "webhookEventId", id, "error", err.Error())
+	}
 }
 
 // recordContext bounds the handler: the record timeout, and never closer
