@@ -19,12 +19,13 @@ type Observability struct {
 	Metrics *telemetry.Metrics
 }
 
-// NewObservability sets up logs and metrics on w (stdout in Lambda, where
-// CloudWatch Logs picks up EMF lines), instruments awsCfg's clients for
-// X-Ray, and fills Common's tracing hooks. function becomes the metrics'
-// Function dimension.
+// NewObservability sets up logs (through aws-lambda-go's lambdacontext
+// handler, following the function's LoggingConfig) and EMF metrics on w
+// (stdout in Lambda, where CloudWatch Logs picks up EMF lines), instruments
+// awsCfg's clients for X-Ray, and fills Common's tracing hooks. function
+// becomes the metrics' Function dimension.
 func NewObservability(w io.Writer, namespace, function string, awsCfg *aws.Config) Observability {
-	log := telemetry.NewLogger(w)
+	log := telemetry.NewLambdaLogger()
 	m := telemetry.NewMetrics(w, namespace)
 	if function != "" {
 		m.SetDimension("Function", function)

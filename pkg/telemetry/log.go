@@ -86,9 +86,8 @@ func WithRedactKeys(keys ...string) LogOption {
 // (text, replyToken, tokens, secrets, signatures, authorization...) are
 // replaced with "[REDACTED]".
 //
-// aws-lambda-go's lambdacontext.NewLogHandler is not used: it always writes to
-// stdout, reads its settings once at package init and defaults to text; its
-// key mapping (lambdacontext.ReplaceAttr) and request-id injection are.
+// NewLogger writes anywhere (tests, linegate local); Lambda functions use
+// NewLambdaLogger, which goes through lambdacontext's own handler.
 func NewLogger(w io.Writer, opts ...LogOption) *slog.Logger {
 	c := logConfig{}
 	for _, o := range opts {
@@ -137,7 +136,29 @@ func parseLevel(s string) (slog.Level, bool) {
 // contextHandler adds the trace id, webhookEventId and Lambda request id found
 // in the record's context. Attributes are added to the record, so inside a
 // WithGroup they land in that group.
-type contextHandler struct{ next slog.Handler }
+// NewLambdaLogger is NewLogger for code running in Lambda: records go through
+// aws-lambda-go's lambdacontext log handler, so they follow the function's
+// LoggingConfig (AWS_LAMBDA_LOG_FORMAT JSON or TEXT, AWS_LAMBDA_LOG_LEVEL) and
+// carry the requestId, with linegate's traceId, webhookEventId and redaction
+// added on top. Outside Lambda (no AWS_LAMBDA_LOG_FORMAT) it is NewLogger on
+// stdout, so logs stay JSON.
+func NewLambdaLogger(opts ...LogOption) *slog.Logger {
+	if os.Getenv("AWS_LAMBDA_LOG_FORMAT") == "" {
+		return NewLogger(os.Stdout, opts...)
+	}
+	c := logConfig{}
+	for _, o := range opts {
+		o(&c)
+	}
+	h := NewRedactingHandler(lambdacontext.NewLogHandler(), c.denied...)
+	return slog.New(&contextHandler{next: h, noRequestID: true})
+}
+
+type contextHandler struct {
+	next slog.Handler
+	// noRequestID: the wrapped handler (lambdacontext's) adds requestId itself.
+	noRequestID bool
+}
 
 // Enabled defers to the wrapped handler.
 func (h *contextHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -153,7 +174,7 @@ func (h *contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		if id := EventID(ctx); id != "" {
 			r.AddAttrs(slog.String(LogKeyEventID, id))
 		}
-		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" && !h.noRequestID {
 			r.AddAttrs(slog.String(LogKeyRequestID, lc.AwsRequestID))
 		}
 	}
@@ -162,12 +183,12 @@ func (h *contextHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // WithAttrs returns the wrapper around next.WithAttrs.
 func (h *contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &contextHandler{next: h.next.WithAttrs(as)}
+	return &contextHandler{next: h.next.WithAttrs(as), noRequestID: h.noRequestID}
 }
 
 // WithGroup returns the wrapper around next.WithGroup.
 func (h *contextHandler) WithGroup(name string) slog.Handler {
-	return &contextHandler{next: h.next.WithGroup(name)}
+	return &contextHandler{next: h.next.WithGroup(name), noRequestID: h.noRequestID}
 }
 
 // NewRedactingHandler wraps next so that attributes whose key is denied —

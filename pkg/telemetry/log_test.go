@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -193,5 +195,36 @@ func TestEventID(t *testing.T) {
 	}
 	if got := EventID(WithEventID(context.Background(), "e1")); got != "e1" {
 		t.Fatalf("EventID = %q", got)
+	}
+}
+
+// In Lambda (LoggingConfig sets AWS_LAMBDA_LOG_FORMAT) records go through
+// lambdacontext's handler: JSON with Lambda's keys, requestId once, and
+// linegate's ids and redaction on top. lambdacontext reads the format at
+// package init, as in Lambda, so the check runs in a child process started
+// with the environment Lambda would give it.
+func TestNewLambdaLogger(t *testing.T) {
+	if os.Getenv("LINEGATE_LOGGER_CHILD") == "1" {
+		log := NewLambdaLogger()
+		ctx := lambdacontext.NewContext(WithEventID(context.Background(), "01EVT"), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+		log.InfoContext(ctx, "record processed", "replyToken", "secret-token-value")
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNewLambdaLogger$", "-test.v=false")
+	cmd.Env = append(os.Environ(), "LINEGATE_LOGGER_CHILD=1", "AWS_LAMBDA_LOG_FORMAT=JSON")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	line := bytes.SplitN(out, []byte("\n"), 2)[0]
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatalf("not a JSON line: %q", out)
+	}
+	if m["message"] != "record processed" || m["requestId"] != "req-1" || m["webhookEventId"] != "01EVT" || m["replyToken"] != Redacted {
+		t.Fatalf("record %v", m)
+	}
+	if bytes.Count(out, []byte("req-1")) != 1 || bytes.Contains(out, []byte("secret-token-value")) {
+		t.Fatalf("requestId twice or the token leaked: %s", out)
 	}
 }
