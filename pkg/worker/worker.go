@@ -80,6 +80,12 @@ type Span interface {
 	End(err error)
 }
 
+// panicRecorder is a Span that can record a recovered panic with its stack
+// (telemetry's spans can); the worker uses it instead of End for a panic.
+type panicRecorder interface {
+	Panic(v any, stack []byte)
+}
+
 // StartSpan starts a trace span for a record. upstream is the record's
 // AWSTraceHeader (the webhook's trace), "" when absent.
 type StartSpan func(ctx context.Context, name, upstream string) (context.Context, Span)
@@ -233,9 +239,15 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 	res = Result{MessageID: rec.MessageId, ReceiveCount: receiveCount(rec)}
 	ctx, span := p.startSpan(ctx, "record", rec.Attributes["AWSTraceHeader"])
 	res.TraceID = p.traceID(ctx)
+	var panicValue any
+	var panicStack []byte
 	defer func() {
 		res.Duration = p.now().Sub(start)
-		span.End(res.Err)
+		if pr, ok := span.(panicRecorder); ok && panicStack != nil {
+			pr.Panic(panicValue, panicStack) // records the panic and its stack, and ends the span
+		} else {
+			span.End(res.Err)
+		}
 		p.account(ctx, res)
 	}()
 
@@ -286,6 +298,7 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 	cancel()
 	if stack != nil {
 		res.Panicked = true
+		panicValue, panicStack = recovered, stack
 		p.reportCrash(ctx, ev, res, recovered, stack)
 	}
 	if err != nil {

@@ -369,3 +369,76 @@ func contains(xs []string, s string) bool {
 	}
 	return false
 }
+
+// recordingSpan remembers how a record's span ended.
+type recordingSpan struct {
+	mu          sync.Mutex
+	annotations map[string]any
+	endErr      error
+	ended       int
+	panicked    any
+}
+
+func (s *recordingSpan) Annotate(k string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.annotations[k] = v
+}
+func (s *recordingSpan) End(err error) { s.mu.Lock(); s.endErr = err; s.ended++; s.mu.Unlock() }
+func (s *recordingSpan) Panic(v any, stack []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.panicked = v
+	s.ended++
+}
+
+// Each record gets a span annotated for X-Ray; errors end it with the error,
+// panics are recorded as panics.
+func TestRecordSpans(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
+		switch text {
+		case "boom":
+			panic("kaboom")
+		case "fail":
+			return errors.New("nope")
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	spans := map[string]*recordingSpan{}
+	start := func(ctx context.Context, name, upstream string) (context.Context, Span) {
+		s := &recordingSpan{annotations: map[string]any{"upstream": upstream}}
+		mu.Lock()
+		spans[fmt.Sprint(len(spans))] = s
+		mu.Unlock()
+		return ctx, s
+	}
+	f := newFixture(t, r, WithTracing(start, func(context.Context) string { return "1-abc-def" }), WithConcurrency(1))
+	f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		record("ok", 1, textEvent("01S1", "fine", time.Now(), "")),
+		record("fail", 1, textEvent("01S2", "fail", time.Now(), "")),
+		record("boom", 1, textEvent("01S3", "boom", time.Now(), "")),
+	}})
+	byID := map[string]*recordingSpan{}
+	for _, s := range spans {
+		byID[fmt.Sprint(s.annotations["webhookEventId"])] = s
+	}
+	ok, fail, boom := byID["01S1"], byID["01S2"], byID["01S3"]
+	if ok == nil || fail == nil || boom == nil {
+		t.Fatalf("spans %v", byID)
+	}
+	if ok.endErr != nil || ok.ended != 1 || ok.annotations["eventType"] != "message" || ok.annotations["sourceType"] != "user" ||
+		ok.annotations["upstreamTraceId"] != "1-6749f1a2-3b8c4d5e6f7a8b9c0d1e2f3a" {
+		t.Fatalf("ok span %+v", ok)
+	}
+	if fail.endErr == nil || fail.ended != 1 {
+		t.Fatalf("failed record's span %+v", fail)
+	}
+	if boom.panicked != "kaboom" || boom.ended != 1 {
+		t.Fatalf("panicking record's span %+v", boom)
+	}
+	if f.seen[0].TraceID != "1-abc-def" {
+		t.Fatalf("trace id not recorded: %+v", f.seen[0])
+	}
+}
