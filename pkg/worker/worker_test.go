@@ -442,3 +442,98 @@ func TestRecordSpans(t *testing.T) {
 		t.Fatalf("trace id not recorded: %+v", f.seen[0])
 	}
 }
+
+// flakyStore injects idempotency-store failures.
+type flakyStore struct {
+	idempotency.Store
+	claimErr, completeErr, releaseErr error
+	completes                         int
+}
+
+func (s *flakyStore) Claim(ctx context.Context, key string, d time.Duration) error {
+	if s.claimErr != nil {
+		return s.claimErr
+	}
+	return s.Store.Claim(ctx, key, d)
+}
+
+func (s *flakyStore) Complete(ctx context.Context, key string, d time.Duration) error {
+	s.completes++
+	if s.completeErr != nil {
+		return s.completeErr
+	}
+	return s.Store.Complete(ctx, key, d)
+}
+
+func (s *flakyStore) Release(ctx context.Context, key string) error {
+	if s.releaseErr != nil {
+		return s.releaseErr
+	}
+	return s.Store.Release(ctx, key)
+}
+
+// The store unreachable before the handler: the record fails and nothing
+// runs. The store failing after the effect: the record still succeeds (the
+// effect happened; running it again would be worse). A failed release only
+// delays the retry.
+func TestIdempotencyStoreFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		store   *flakyStore
+		handler error
+		want    Outcome
+		ran     bool
+	}{
+		{name: "claim fails", store: &flakyStore{claimErr: errors.New("ProvisionedThroughputExceededException")}, want: OutcomeFailed},
+		{name: "complete fails after the effect", store: &flakyStore{completeErr: errors.New("timeout")}, want: OutcomeOK, ran: true},
+		{name: "release fails after a handler error", store: &flakyStore{releaseErr: errors.New("timeout")}, handler: errors.New("boom"), want: OutcomeFailed, ran: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ran atomic.Bool
+			r := bot.NewRouter()
+			r.OnText("", func(context.Context, *bot.Event, string) error { ran.Store(true); return tt.handler })
+			tt.store.Store = idempotency.NewMemory()
+			var got []Result
+			p, err := New(r, tt.store, WithObserver(func(res Result) { got = append(got, res) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, _ := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01ST", "x", time.Now(), ""))}})
+			if got[0].Outcome != tt.want || ran.Load() != tt.ran {
+				t.Fatalf("outcome %s ran %v, want %s %v (err %v)", got[0].Outcome, ran.Load(), tt.want, tt.ran, got[0].Err)
+			}
+			if (tt.want == OutcomeFailed) != (len(resp.BatchItemFailures) == 1) {
+				t.Fatalf("batch failures %v for outcome %s", resp.BatchItemFailures, tt.want)
+			}
+		})
+	}
+}
+
+type failingTopic struct{ calls int }
+
+func (f *failingTopic) Publish(context.Context, *sns.PublishInput, ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	f.calls++
+	return nil, errors.New("AuthorizationError")
+}
+
+// A crash report that cannot be published is logged; the record still fails
+// alone and the rest of the batch is unaffected.
+func TestCrashReportPublishFailure(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
+		if text == "boom" {
+			panic("boom")
+		}
+		return nil
+	})
+	topic := &failingTopic{}
+	f := newFixture(t, r, WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
+	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		record("a", 1, textEvent("01CP1", "boom", time.Now(), "")),
+		record("b", 1, textEvent("01CP2", "fine", time.Now(), "")),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "a" || topic.calls != 1 {
+		t.Fatalf("resp %+v err %v publishes %d", resp, err, topic.calls)
+	}
+}
