@@ -51,12 +51,7 @@ func (l *eventLog) observe(res worker.Result) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v, ok := l.events[id]
-	if !ok {
-		l.seq++
-		v = &eventView{WebhookEventID: id, first: l.seq}
-		l.events[id] = v
-	}
+	v := l.viewLocked(id)
 	if res.Type != "" {
 		v.Type = res.Type
 	}
@@ -78,14 +73,20 @@ func (l *eventLog) observe(res worker.Result) {
 func (l *eventLog) deadLettered(id string, receives int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	v := l.viewLocked(id)
+	v.ReceiveCount = max(v.ReceiveCount, receives)
+	v.Outcome = outcomeDeadLettered
+}
+
+// viewLocked returns the event's entry, creating it in arrival order.
+func (l *eventLog) viewLocked(id string) *eventView {
 	v, ok := l.events[id]
 	if !ok {
 		l.seq++
 		v = &eventView{WebhookEventID: id, first: l.seq}
 		l.events[id] = v
 	}
-	v.ReceiveCount = max(v.ReceiveCount, receives)
-	v.Outcome = outcomeDeadLettered
+	return v
 }
 
 // redriven forgets the dead-letter mark of events moved back to work.
