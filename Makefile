@@ -1,15 +1,13 @@
 # linegate — developer entry points. `make local` runs the whole pipeline on
 # this machine; `make test` is what CI runs (.ci/run).
 GO        ?= go
-# Build tags per function. The webhook uses pkg/telemetry's lightweight X-Ray
-# tracer (xraylite): the SDK's core package pulls in grpc and fasthttp, 10 MB
-# of binary and milliseconds of cold start on the path LINE waits on.
-# pkg/coldstart's test checks that its builds use these same tags.
-TAGS_webhook  = lambda.norpc,xraylite
-TAGS_worker   = lambda.norpc
-TAGS_notifier = lambda.norpc
-LAMBDA_FLAGS  = -trimpath -ldflags '-s -w'
-FUNCTIONS  = webhook worker notifier
+# Every function is built the way SAM's `BuildMethod: makefile` builds it:
+# the build-<LogicalId> targets below, with ARTIFACTS_DIR set. lambda.norpc
+# drops the RPC runtime provided.al2023 never uses.
+LAMBDA_TAGS   = lambda.norpc
+LAMBDA_FLAGS  = -tags $(LAMBDA_TAGS) -trimpath -ldflags '-s -w'
+LAMBDA_GOARCH ?= arm64
+LAMBDA_BUILD  = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build $(LAMBDA_FLAGS)
 ARTIFACTS_DIR ?= .aws-sam/manual
 FUZZTIME  ?= 20s
 TIME_SCALE ?= 30
@@ -17,29 +15,26 @@ TIME_SCALE ?= 30
 .PHONY: build test unit lint local deploy bench fuzz cfn-lint clean \
         build-WebhookFunction build-WorkerFunction build-NotifierFunction
 
-## build: every Lambda as linux/arm64 bootstrap zips under .aws-sam/manual, plus bin/linegate
+## build: every Lambda's linux/arm64 bootstrap under .aws-sam/manual/<LogicalId>/
+## (the same recipe SAM runs), plus bin/linegate
 build:
-	@for f in $(FUNCTIONS); do \
-	  mkdir -p $(ARTIFACTS_DIR)/$$f && \
-	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags $(TAGS_$$f) $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
+	@for f in WebhookFunction WorkerFunction NotifierFunction; do \
+	  $(MAKE) --no-print-directory build-$$f ARTIFACTS_DIR=$(abspath $(ARTIFACTS_DIR))/$$f || exit 1; \
 	done
 	$(GO) build -o bin/linegate ./cmd/linegate
 
 # SAM's `BuildMethod: makefile` calls these with ARTIFACTS_DIR set.
 build-WebhookFunction:
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags $(TAGS_webhook) $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/webhook
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/webhook
 build-WorkerFunction:
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags $(TAGS_worker) $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/worker
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/worker
 build-NotifierFunction:
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags $(TAGS_notifier) $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/notifier
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/notifier
 
-## test: vet, every test with the race detector (and the webhook's xraylite
-## build of pkg/telemetry), and cfn-lint on template.yaml
+## test: vet, every test with the race detector, and cfn-lint on template.yaml
 test: cfn-lint
 	$(GO) vet ./...
-	$(GO) vet -tags xraylite ./pkg/telemetry/... ./functions/webhook
 	$(GO) test -race -count=1 ./...
-	$(GO) test -race -count=1 -tags xraylite ./pkg/telemetry/...
 
 ## unit: the tests without the race detector (faster while editing)
 unit:
@@ -65,7 +60,7 @@ deploy:
 ## bench: Go benchmarks of the hot paths (benchstat-friendly), then the
 ## end-to-end comparison with the two baselines, the crash run and the chaos run
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/ingress ./pkg/bench ./pkg/cloud/pattern | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pkg/ingress ./internal/bench ./internal/cloud/pattern | tee bench.txt
 	$(GO) run ./cmd/linegate bench
 	$(GO) run ./cmd/linegate bench --crash
 	$(GO) run ./cmd/linegate bench --chaos --events 10000

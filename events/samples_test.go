@@ -17,16 +17,19 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/compose"
+	"github.com/linegate/linegate/pkg/compose/notifierfn"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/eventbus"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/ingress"
-	"github.com/linegate/linegate/pkg/linemock"
 )
 
 // outcome is what a sample is documented to produce. The table lives in
-// expected.json, shared with pkg/coldstart, which checks the same outcomes
+// expected.json, shared with internal/coldstart, which checks the same outcomes
 // through the built bootstrap binaries under the Runtime Interface Emulator.
 type outcome struct {
 	Status    int      `json:"status"`    // webhook: HTTP status
@@ -157,7 +160,7 @@ func TestWorkerSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := compose.Worker(context.Background(), cfg, compose.WorkerDeps{Store: idempotency.NewMemory()}, compose.Common{})
+			p, err := workerfn.New(context.Background(), cfg, app.New(app.Config{Probes: cfg.Probes}), workerfn.Deps{Store: idempotency.NewMemory()}, compose.Common{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +198,7 @@ func TestNotifierSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := compose.Notifier(context.Background(), cfg, "ap-northeast-1", compose.Common{})
+			n, err := notifierfn.New(context.Background(), cfg, "ap-northeast-1", compose.Common{})
 			if err != nil {
 				t.Fatal(err)
 			}

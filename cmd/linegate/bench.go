@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/linegate/linegate/pkg/bench"
+	"github.com/linegate/linegate/internal/bench"
 )
 
 // runBench is `linegate bench`: the same traffic and handler through the

@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/linegate/linegate/pkg/local"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/config"
 )
 
 func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -24,7 +27,7 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *scale <= 0 {
 		return usageError{"--time-scale must be positive"}
 	}
-	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout}
+	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot}
 	if *verbose {
 		cfg.Logs = stderr
 	}
@@ -44,3 +47,7 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, "linegate local: shutting down")
 	return nil
 }
+
+// exampleBot is the bot `linegate local` runs: the same one line as in
+// functions/worker/main.go. Run your own bot by changing both.
+func exampleBot(cfg config.Worker) *bot.Router { return app.New(app.Config{Probes: cfg.Probes}) }

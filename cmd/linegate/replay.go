@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
-	"github.com/linegate/linegate/pkg/replay"
+	"github.com/linegate/linegate/internal/replay"
 )
 
 // runReplay starts an EventBridge archive replay of a time window to the bus

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/linegate/linegate/pkg/lineplatform"
+	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/pkg/signature"
 )
 

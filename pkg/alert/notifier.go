@@ -25,7 +25,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
 	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // pusher sends messages to one LINE user, group or room. retryKey goes into
@@ -35,27 +37,16 @@ type pusher interface {
 	Push(ctx context.Context, to string, retryKey string, msgs ...messaging_api.MessageInterface) error
 }
 
-// recorder receives the notifier's counters and timings.
-type recorder interface {
-	Count(name string, n float64)
-	Duration(name string, d time.Duration)
-}
-
-type noopRecorder struct{}
-
-func (noopRecorder) Count(string, float64)          {}
-func (noopRecorder) Duration(string, time.Duration) {}
-
 // Metric names reported through WithMetrics.
 const (
-	MetricRecords      = "alert.records"       // SNS records received
-	MetricMalformed    = "alert.malformed"     // records skipped as unreadable
-	MetricAlarms       = "alert.alarms"        // alarm cards rendered
-	MetricCrashes      = "alert.crashes"       // crash cards rendered
-	MetricTextFallback = "alert.text_fallback" // cards replaced by plain text (too big)
-	MetricPushes       = "alert.pushes"        // successful pushes
-	MetricPushErrors   = "alert.push_errors"   // failed pushes
-	MetricPushDuration = "alert.push"          // duration of one push
+	MetricRecords      = "AlertRecords"          // SNS records received
+	MetricMalformed    = "AlertRecordsMalformed" // records skipped as unreadable
+	MetricAlarms       = "AlertAlarmCards"       // alarm cards rendered
+	MetricCrashes      = "AlertCrashCards"       // crash cards rendered
+	MetricTextFallback = "AlertTextFallbacks"    // cards replaced by plain text (too big)
+	MetricPushes       = "AlertPushes"           // successful pushes
+	MetricPushErrors   = "AlertPushErrors"       // failed pushes
+	MetricPushDuration = "AlertPushLatency"      // duration of one push
 )
 
 // ErrNoOperators is returned by New when there is nobody to notify.
@@ -86,7 +77,7 @@ type Notifier struct {
 	loc       *time.Location
 	region    string
 	log       *slog.Logger
-	metrics   recorder
+	metrics   telemetry.Recorder
 	flexLimit int // bytes of JSON per Flex message; a variable only for tests
 }
 
@@ -118,7 +109,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMetrics sends counters and push timings (the Metric* names) to r.
-func WithMetrics(r recorder) Option {
+func WithMetrics(r telemetry.Recorder) Option {
 	return func(n *Notifier) {
 		if r != nil {
 			n.metrics = r
@@ -142,7 +133,7 @@ func New(p pusher, operators []string, opts ...Option) (*Notifier, error) {
 		push:      p,
 		loc:       defaultLocation(),
 		log:       slog.New(slog.NewJSONHandler(os.Stderr, nil)),
-		metrics:   noopRecorder{},
+		metrics:   telemetry.Discard,
 		flexLimit: MaxFlexBytes,
 	}
 	seen := map[string]bool{}

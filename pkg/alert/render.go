@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
 	"github.com/linegate/linegate/pkg/crash"
 )
 

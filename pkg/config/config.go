@@ -210,3 +210,12 @@ func (r *reader) url(name, v string) {
 		r.problem("%s must be an http(s) URL, got %q", name, v)
 	}
 }
+
+// MetricsNamespace is the CloudWatch namespace of the webhook's metrics.
+func (c Webhook) MetricsNamespace() string { return c.Metrics }
+
+// MetricsNamespace is the CloudWatch namespace of the worker's metrics.
+func (c Worker) MetricsNamespace() string { return c.Metrics }
+
+// MetricsNamespace is the CloudWatch namespace of the notifier's metrics.
+func (c Notifier) MetricsNamespace() string { return c.Metrics }

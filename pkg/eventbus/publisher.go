@@ -1,3 +1,7 @@
+// Package eventbus hands the webhook's entries to EventBridge: batches of at
+// most 10 entries and under 1 MB, only failed retryable entries re-sent, all
+// within a deadline well inside LINE's timeout. What an entry carries is
+// package envelope's contract.
 package eventbus
 
 import (
@@ -12,7 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/linegate/linegate/pkg/telemetry"
 )
+
+// DefaultSource is the EventBridge Source of every entry the webhook publishes.
+const DefaultSource = "line.webhook"
 
 // EventBridge limits (PutEvents). Entry size is computed the way EventBridge
 // documents it: Source + DetailType + Detail + Resources, in UTF-8 bytes.
@@ -69,16 +78,6 @@ type eventPutter interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-type recorder interface {
-	Count(name string, n float64)
-	Duration(name string, d time.Duration)
-}
-
-type nopRecorder struct{}
-
-func (nopRecorder) Count(string, float64)          {}
-func (nopRecorder) Duration(string, time.Duration) {}
-
 // Publisher hands entries to one event bus: batches of at most 10 entries and
 // MaxRequestBytes, concurrent calls, only failed retryable entries re-sent,
 // all within a deadline so the webhook always answers before LINE gives up.
@@ -94,7 +93,7 @@ type Publisher struct {
 	maxEntry    int
 	maxRequest  int
 	log         *slog.Logger
-	metrics     recorder
+	metrics     telemetry.Recorder
 	sleep       func(ctx context.Context, d time.Duration) error
 	jitter      func(d time.Duration) time.Duration
 	callOptions []func(*eventbridge.Options)
@@ -129,7 +128,7 @@ func WithLogger(l *slog.Logger) Option { return func(p *Publisher) { p.log = l }
 
 // WithMetrics records EventsPublished, PublishRetries, PublishFailures and
 // PublishLatency.
-func WithMetrics(r recorder) Option { return func(p *Publisher) { p.metrics = r } }
+func WithMetrics(r telemetry.Recorder) Option { return func(p *Publisher) { p.metrics = r } }
 
 // WithSleep replaces the backoff sleep (tests).
 func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
@@ -148,7 +147,7 @@ func NewPublisher(api eventPutter, bus string, opts ...Option) *Publisher {
 		api: api, bus: bus, source: DefaultSource,
 		deadline: 800 * time.Millisecond, backoff: 25 * time.Millisecond, maxBackoff: 200 * time.Millisecond,
 		parallel: 4, maxEntry: MaxEntryBytes, maxRequest: MaxRequestBytes,
-		log: slog.Default(), metrics: nopRecorder{}, sleep: sleepCtx,
+		log: slog.Default(), metrics: telemetry.Discard, sleep: sleepCtx,
 		jitter: func(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) },
 	}
 	for _, o := range opts {

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
-	"github.com/linegate/linegate/pkg/motoserver"
 )
 
 func TestDynamoDBConformanceOnMoto(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/eventbus"
 	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // DefaultMaxBodyBytes is the default request body limit (1 MiB).
@@ -50,16 +51,6 @@ type publisher interface {
 	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
 }
 
-type recorder interface {
-	Count(name string, n float64)
-	Duration(name string, d time.Duration)
-}
-
-type nopRecorder struct{}
-
-func (nopRecorder) Count(string, float64)          {}
-func (nopRecorder) Duration(string, time.Duration) {}
-
 // Handler is the webhook core. It is safe for concurrent use.
 type Handler struct {
 	pub          publisher
@@ -70,7 +61,7 @@ type Handler struct {
 	now          func() time.Time
 	traceHeader  func(ctx context.Context) string
 	log          *slog.Logger
-	metrics      recorder
+	metrics      telemetry.Recorder
 	logEachEvent bool
 }
 
@@ -116,7 +107,7 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 
 // WithMetrics records AckLatency, EventsAccepted, SignaturesRejected and
 // RequestsRejected.
-func WithMetrics(r recorder) Option { return func(h *Handler) { h.metrics = r } }
+func WithMetrics(r telemetry.Recorder) Option { return func(h *Handler) { h.metrics = r } }
 
 // WithEventLogs turns the per-event "event accepted" log line on or off
 // (default on).
@@ -125,7 +116,7 @@ func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = 
 // New returns a Handler publishing to pub.
 func New(pub publisher, opts ...Option) (*Handler, error) {
 	h := &Handler{pub: pub, maxBody: DefaultMaxBodyBytes, maxEvents: DefaultMaxEvents, now: time.Now, log: slog.Default(),
-		metrics: nopRecorder{}, logEachEvent: true, traceHeader: func(context.Context) string { return "" }}
+		metrics: telemetry.Discard, logEachEvent: true, traceHeader: func(context.Context) string { return "" }}
 	for _, o := range opts {
 		o(h)
 	}
@@ -276,7 +267,7 @@ func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) 
 		}
 		entries[i] = eventbus.Entry{
 			DetailType:  head.Type,
-			Detail:      envelope(dest, stamp, raw),
+			Detail:      writeDetail(dest, stamp, raw),
 			TraceHeader: trace,
 			EventID:     head.WebhookEventID,
 		}
@@ -284,9 +275,9 @@ func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) 
 	return cb.Destination, entries, nil
 }
 
-// envelope writes eventbus.Envelope by hand so the event's bytes are copied
+// writeDetail writes envelope.Detail by hand so the event's bytes are copied
 // verbatim: {"destination":…,"receivedAt":…,"event":<raw>}.
-func envelope(dest, stamp, raw []byte) []byte {
+func writeDetail(dest, stamp, raw []byte) []byte {
 	b := make([]byte, 0, len(dest)+len(stamp)+len(raw)+48)
 	b = append(b, `{"destination":`...)
 	b = append(b, dest...)

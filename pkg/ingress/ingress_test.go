@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/eventbus"
 	"github.com/linegate/linegate/pkg/signature"
 )
@@ -176,7 +177,7 @@ func TestEntriesCarryRawEventsUnchanged(t *testing.T) {
 				t.Fatalf("entries = %d, want %d", len(pub.entries), len(want.Events))
 			}
 			for i, e := range pub.entries {
-				var env eventbus.Envelope
+				var env envelope.Detail
 				if err := json.Unmarshal(e.Detail, &env); err != nil {
 					t.Fatalf("detail is not an envelope: %v", err)
 				}

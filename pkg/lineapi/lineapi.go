@@ -22,6 +22,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
+	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // DefaultBaseURL is LINE's Messaging API endpoint.
@@ -86,16 +88,6 @@ type Target struct {
 	Index int
 }
 
-type recorder interface {
-	Count(name string, n float64)
-	Duration(name string, d time.Duration)
-}
-
-type nopRecorder struct{}
-
-func (nopRecorder) Count(string, float64)          {}
-func (nopRecorder) Duration(string, time.Duration) {}
-
 // Option configures a Client.
 type Option func(*Client)
 
@@ -136,7 +128,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // WithMetrics counts LineReplies, LinePushes, LineReplyFallbacks,
 // LineRateLimited, LineErrors, LineDuplicatePushes and LineRetries, and
 // records LineLatency per HTTP attempt.
-func WithMetrics(r recorder) Option { return func(c *Client) { c.metrics = r } }
+func WithMetrics(r telemetry.Recorder) Option { return func(c *Client) { c.metrics = r } }
 
 // WithReplyWindow sets how old an event may be for Send to use its reply
 // token (default 50 s).
@@ -157,7 +149,7 @@ type Client struct {
 	retryAfterCap time.Duration
 	replyWindow   time.Duration
 	log           *slog.Logger
-	metrics       recorder
+	metrics       telemetry.Recorder
 }
 
 // New returns a Client for the channel access token.
@@ -174,7 +166,7 @@ func New(token string, opts ...Option) *Client {
 		retryAfterCap: DefaultRetryAfterCap,
 		replyWindow:   DefaultReplyWindow,
 		log:           slog.Default(),
-		metrics:       nopRecorder{},
+		metrics:       telemetry.Discard,
 	}
 	for _, o := range opts {
 		o(c)

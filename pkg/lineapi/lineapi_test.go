@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
-	"github.com/linegate/linegate/pkg/linemock"
+	"github.com/linegate/linegate/internal/linemock"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/pkg/cloud/mem"
+	"github.com/linegate/linegate/internal/cloud/mem"
 )
 
 func TestRedriveMovesEverythingBack(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/motoserver"
 )
 
 // Against moto's SSM: SecureStrings decrypted, plain values passed through,

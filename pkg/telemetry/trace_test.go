@@ -21,18 +21,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/linegate/linegate/pkg/telemetry/collector"
+	"github.com/linegate/linegate/internal/xraycollector"
 )
 
 // col receives every segment the tests emit; sdkLog captures the SDK's own
 // warnings and errors.
 var (
-	col    *collector.Collector
+	col    *xraycollector.Collector
 	sdkLog = &syncBuffer{}
 )
 
 func TestMain(m *testing.M) {
-	col = collector.New()
+	col = xraycollector.New()
 	if err := col.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 		fmt.Fprintln(os.Stderr, "collector:", err)
 		os.Exit(1)
@@ -68,13 +68,13 @@ func (s *syncBuffer) String() string {
 // waitTrace waits until the collector holds trace id with every segment in
 // ids finished, and returns its segments by id. UDP delivery is asynchronous,
 // so this waits on the collector's change notifications (bounded at 10 s).
-func waitTrace(t *testing.T, id string, ids ...string) (collector.Trace, map[string]collector.Segment) {
+func waitTrace(t *testing.T, id string, ids ...string) (xraycollector.Trace, map[string]xraycollector.Segment) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		changed := col.Changed()
 		if tr, ok := col.Trace(id); ok {
-			byID := map[string]collector.Segment{}
+			byID := map[string]xraycollector.Segment{}
 			for _, s := range tr.Segments {
 				byID[s.ID] = s
 			}
@@ -98,8 +98,8 @@ func waitTrace(t *testing.T, id string, ids ...string) (collector.Trace, map[str
 }
 
 // childrenOf returns the segments whose parent is id.
-func childrenOf(tr collector.Trace, id string) []collector.Segment {
-	var out []collector.Segment
+func childrenOf(tr xraycollector.Trace, id string) []xraycollector.Segment {
+	var out []xraycollector.Segment
 	for _, s := range tr.Segments {
 		if s.ParentID == id {
 			out = append(out, s)
@@ -226,7 +226,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// The two PutEvents calls are subsegments of publish.
-	var calls []collector.Segment
+	var calls []xraycollector.Segment
 	for _, s := range childrenOf(tr, publish.ID()) {
 		if s.Namespace == "aws" {
 			calls = append(calls, s)
@@ -235,7 +235,7 @@ func TestEndToEnd(t *testing.T) {
 	if len(calls) != 2 {
 		t.Fatalf("AWS subsegments under publish = %+v, want 2", calls)
 	}
-	var ok, failed *collector.Segment
+	var ok, failed *xraycollector.Segment
 	for i := range calls {
 		if calls[i].HTTPStatus == 200 {
 			ok = &calls[i]
@@ -265,7 +265,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("line subsegment = %+v, want fault with the error", l)
 	}
 	host := strings.TrimPrefix(lineSrv.URL, "http://")
-	var remote *collector.Segment
+	var remote *xraycollector.Segment
 	for _, s := range childrenOf(tr, line.ID()) {
 		if s.Name == host {
 			remote = &s
@@ -307,7 +307,7 @@ func TestLinkedTraces(t *testing.T) {
 		t.Fatal("worker continued the webhook's trace; want a separate, linked trace")
 	}
 	wt, _ := waitTrace(t, worker.TraceID(), worker.ID())
-	want := collector.Link{FromID: worker.ID(), TraceID: webhook.TraceID(), ParentID: publish.ID()}
+	want := xraycollector.Link{FromID: worker.ID(), TraceID: webhook.TraceID(), ParentID: publish.ID()}
 	if len(wt.Links) != 1 || wt.Links[0] != want {
 		t.Fatalf("worker trace links = %+v, want [%+v]", wt.Links, want)
 	}

@@ -22,8 +22,9 @@ import (
 
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
-	"github.com/linegate/linegate/pkg/eventbus"
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // ErrPanic wraps the value of a recovered handler panic.
@@ -63,16 +64,6 @@ type topicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
-type recorder interface {
-	Count(name string, n float64)
-	Duration(name string, d time.Duration)
-}
-
-type nopRecorder struct{}
-
-func (nopRecorder) Count(string, float64)          {}
-func (nopRecorder) Duration(string, time.Duration) {}
-
 // Span is what a tracer returns for one record: annotate it, end it with the
 // record's error (nil on success).
 type Span interface {
@@ -107,7 +98,7 @@ type Processor struct {
 	secrets       []string
 	now           func() time.Time
 	log           *slog.Logger
-	metrics       recorder
+	metrics       telemetry.Recorder
 	observe       func(Result)
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
@@ -160,7 +151,7 @@ func WithLogger(l *slog.Logger) Option { return func(p *Processor) { p.log = l }
 
 // WithMetrics records RecordsProcessed, RecordsFailed, DuplicatesSkipped,
 // HandlerPanics and EndToEndLatency.
-func WithMetrics(r recorder) Option { return func(p *Processor) { p.metrics = r } }
+func WithMetrics(r telemetry.Recorder) Option { return func(p *Processor) { p.metrics = r } }
 
 // WithObserver is called once per record with its result.
 func WithObserver(f func(Result)) Option { return func(p *Processor) { p.observe = f } }
@@ -182,7 +173,7 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	p := &Processor{
 		router: router, store: store, concurrency: 4,
 		inProgressFor: 30 * time.Second, keepFor: 48 * time.Hour, margin: 2 * time.Second,
-		now: time.Now, log: slog.Default(), metrics: nopRecorder{},
+		now: time.Now, log: slog.Default(), metrics: telemetry.Discard,
 		observe:   func(Result) {},
 		startSpan: func(ctx context.Context, _, _ string) (context.Context, Span) { return ctx, nopSpan{} },
 		traceID:   func(context.Context) string { return "" },
@@ -251,7 +242,7 @@ func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Resu
 		p.account(ctx, res)
 	}()
 
-	_, env, err := eventbus.Decode([]byte(rec.Body))
+	_, env, err := envelope.Decode([]byte(rec.Body))
 	if err != nil {
 		res.Outcome, res.Err = OutcomeFailed, err
 		return res

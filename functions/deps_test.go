@@ -1,0 +1,112 @@
+// Package functions_test holds what is true of every Lambda binary at once:
+// each links only what it runs.
+package functions_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/linegate/linegate/"
+
+// Each function is listed with the packages its binary must never link. The
+// laptop world (internal/...) and the example bot's own framework pieces are
+// denied everywhere; the webhook, which LINE waits on, links no DynamoDB, SNS,
+// SQS or LINE Messaging API client and none of the worker's or notifier's
+// code.
+var denied = map[string][]string{
+	"webhook": {
+		module + "internal/",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
+		"github.com/aws/aws-sdk-go-v2/service/sns",
+		"github.com/aws/aws-sdk-go-v2/service/sqs",
+		"github.com/line/line-bot-sdk-go/",
+		module + "pkg/lineapi",
+		module + "pkg/worker",
+		module + "pkg/bot",
+		module + "pkg/alert",
+		module + "pkg/crash",
+		module + "pkg/idempotency",
+		module + "pkg/app",
+		module + "pkg/compose/workerfn",
+		module + "pkg/compose/notifierfn",
+	},
+	"worker": {
+		module + "internal/",
+		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
+		"github.com/aws/aws-sdk-go-v2/service/sqs",
+		module + "pkg/ingress",
+		module + "pkg/eventbus",
+		module + "pkg/signature",
+		module + "pkg/alert",
+		module + "pkg/compose/webhookfn",
+		module + "pkg/compose/notifierfn",
+	},
+	"notifier": {
+		module + "internal/",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
+		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
+		"github.com/aws/aws-sdk-go-v2/service/sns",
+		"github.com/aws/aws-sdk-go-v2/service/sqs",
+		module + "pkg/ingress",
+		module + "pkg/eventbus",
+		module + "pkg/worker",
+		module + "pkg/bot",
+		module + "pkg/idempotency",
+		module + "pkg/app",
+		module + "pkg/compose/webhookfn",
+		module + "pkg/compose/workerfn",
+	},
+}
+
+// deps lists what `go list -deps` says the function's Lambda build links,
+// with the same GOOS, GOARCH and tags as the Makefile.
+func deps(t *testing.T, fn string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "./"+fn)
+	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./%s: %v\n%s", fn, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+func TestEachFunctionLinksOnlyWhatItRuns(t *testing.T) {
+	for fn, deny := range denied {
+		t.Run(fn, func(t *testing.T) {
+			all := deps(t, fn)
+			if len(all) < 50 || !contains(all, module+"functions/"+fn) {
+				t.Fatalf("go list gave %d packages, not the function's dependency list: %v", len(all), all)
+			}
+			for _, d := range all {
+				for _, bad := range deny {
+					if d == bad || strings.HasPrefix(d, strings.TrimSuffix(bad, "/")+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(d, bad)) {
+						t.Errorf("%s links %s (denied: %s)", fn, d, bad)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The deny-list check itself must be able to fail: the worker does link
+// DynamoDB, and the webhook links EventBridge.
+func TestDependencyListsAreReal(t *testing.T) {
+	if !contains(deps(t, "worker"), "github.com/aws/aws-sdk-go-v2/service/dynamodb") {
+		t.Error("worker's dependency list has no DynamoDB client: the check above would pass vacuously")
+	}
+	if !contains(deps(t, "webhook"), "github.com/aws/aws-sdk-go-v2/service/eventbridge") {
+		t.Error("webhook's dependency list has no EventBridge client: the check above would pass vacuously")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

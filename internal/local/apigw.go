@@ -1,0 +1,115 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/pkg/telemetry"
+)
+
+// maxAPIGatewayBody is API Gateway's own payload limit (10 MB); the webhook
+// core applies the configured, smaller, limit itself.
+const maxAPIGatewayBody = 10 << 20
+
+// apiGateway turns HTTP requests into API Gateway REST proxy events, exactly
+// what the webhook Lambda receives, and the proxy response back into HTTP.
+type apiGateway struct {
+	fn      template.Function
+	handler func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+	metrics interface{ Flush() error }
+	runtime *Runtime
+	secrets [][]byte
+}
+
+func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIGatewayBody+1))
+	if err != nil || len(body) > maxAPIGatewayBody {
+		http.Error(w, `{"message":"Request Too Long"}`, http.StatusRequestEntityTooLarge)
+		return
+	}
+	req := events.APIGatewayProxyRequest{
+		Resource: r.URL.Path, Path: r.URL.Path, HTTPMethod: r.Method,
+		Headers: map[string]string{}, MultiValueHeaders: map[string][]string{},
+		Body: string(body),
+		RequestContext: events.APIGatewayProxyRequestContext{
+			Stage: "prod", HTTPMethod: r.Method, ResourcePath: r.URL.Path, Path: "/prod" + r.URL.Path,
+			RequestTimeEpoch: start.UnixMilli(), Identity: events.APIGatewayRequestIdentity{SourceIP: r.RemoteAddr, UserAgent: r.UserAgent()},
+		},
+	}
+	for k, vs := range r.Header {
+		req.Headers[k] = vs[len(vs)-1]
+		req.MultiValueHeaders[k] = vs
+	}
+	// LINE mints a reply token for every event it delivers; the local
+	// Messaging API learns them from the (validly signed) webhook.
+	a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+
+	ctx, seg := telemetry.StartSegment(r.Context(), a.fn.Name, telemetry.Header{})
+	ctx, cancel := context.WithTimeout(ctx, a.fn.Timeout)
+	resp, err := a.handler(ctx, req)
+	cancel()
+	if err != nil {
+		resp = events.APIGatewayProxyResponse{StatusCode: 502, Body: `{"message":"Internal server error"}`}
+	}
+	seg.SetHTTPStatus(resp.StatusCode)
+	seg.End(err)
+	_ = a.metrics.Flush()
+	a.runtime.counters.invoked(a.fn.Name, err)
+	a.runtime.counters.api(resp.StatusCode)
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.WriteString(w, resp.Body)
+	a.runtime.out.webhook(resp.StatusCode, countEvents(body), time.Since(start))
+}
+
+func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) {
+	line := a.runtime.line
+	if line == nil || len(sigs) != 1 || !signature.Verify(body, sigs[0], a.secrets...) {
+		return
+	}
+	var cb struct {
+		Events []struct {
+			ReplyToken string `json:"replyToken"`
+			Source     struct {
+				UserID  string `json:"userId"`
+				GroupID string `json:"groupId"`
+				RoomID  string `json:"roomId"`
+			} `json:"source"`
+		} `json:"events"`
+	}
+	if json.Unmarshal(body, &cb) != nil {
+		return
+	}
+	for _, e := range cb.Events {
+		if e.ReplyToken == "" {
+			continue
+		}
+		to := e.Source.UserID
+		if e.Source.GroupID != "" {
+			to = e.Source.GroupID
+		} else if e.Source.RoomID != "" {
+			to = e.Source.RoomID
+		}
+		line.IssueReplyTokenTo(e.ReplyToken, to, at)
+	}
+}
+
+func countEvents(body []byte) int {
+	var cb struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if json.Unmarshal(body, &cb) != nil {
+		return 0
+	}
+	return len(cb.Events)
+}

@@ -1,0 +1,331 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/linegate/linegate/internal/cloud"
+	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/idempotency"
+)
+
+// queueStats is a queue's CloudWatch view.
+type queueStats struct {
+	Visible, InFlight int
+	OldestAge         time.Duration
+}
+
+// backend is where the template's resources live: the in-memory cloud, or
+// any AWS-compatible endpoint reached with the real SDK clients.
+type backend interface {
+	ports() cloud.Cloud
+	stats(ctx context.Context, url string) (queueStats, error)
+	// subscribe delivers every message on a topic to fn as Lambda's SNS event.
+	subscribe(ctx context.Context, topicARN string, fn func(context.Context, events.SNSEvent) error) error
+	store(ctx context.Context, table template.Table) (idempotency.Store, error)
+	close()
+}
+
+// memBackend is the in-memory cloud.
+type memBackend struct {
+	c     *mem.Cloud
+	scale float64
+}
+
+func newMemBackend(top *template.Topology, scale float64, log *slog.Logger) *memBackend {
+	return &memBackend{scale: scale,
+		c: mem.New(mem.WithTimeScale(scale), mem.WithRegion(top.Region), mem.WithAccount(top.AccountID), mem.WithLogger(log))}
+}
+
+func (b *memBackend) ports() cloud.Cloud { return b.c.Ports() }
+func (b *memBackend) stats(_ context.Context, url string) (queueStats, error) {
+	s := b.c.QueueStats(url)
+	// The age is reported in wall-clock time: handlers run in real time, so a
+	// queue falling behind is measured against the threshold unscaled.
+	return queueStats{Visible: s.Visible, InFlight: s.InFlight, OldestAge: time.Duration(float64(s.OldestAge) / b.scale)}, nil
+}
+func (b *memBackend) subscribe(_ context.Context, arn string, fn func(context.Context, events.SNSEvent) error) error {
+	_, err := b.c.SubscribeFunc(arn, fn)
+	return err
+}
+func (b *memBackend) store(context.Context, template.Table) (idempotency.Store, error) {
+	return idempotency.NewMemory(), nil
+}
+func (b *memBackend) close() { _ = b.c.Close() }
+
+// endpointBackend talks to an AWS-compatible endpoint (moto_server,
+// LocalStack) with the SDK clients linegate uses in AWS.
+type endpointBackend struct {
+	cfg    aws.Config
+	c      cloud.Cloud
+	sqs    *sqs.Client
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// sent remembers when each message was first seen, for the age metric
+	// (SQS has no attribute for it; CloudWatch does).
+}
+
+func endpointConfig(endpoint, region string) aws.Config {
+	return aws.Config{
+		Region:       region,
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+		BaseEndpoint: aws.String(endpoint),
+	}
+}
+
+// endpointAccount asks the endpoint which account it plays.
+func endpointAccount(ctx context.Context, endpoint string) (string, error) {
+	out, err := sts.NewFromConfig(endpointConfig(endpoint, template.DefaultRegion)).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return "", fmt.Errorf("endpoint %s: get caller identity: %w", endpoint, err)
+	}
+	return aws.ToString(out.Account), nil
+}
+
+func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBackend {
+	cfg := endpointConfig(endpoint, region)
+	return &endpointBackend{cfg: cfg, c: cloud.NewAWS(cfg), sqs: sqs.NewFromConfig(cfg), log: log, cancel: func() {}}
+}
+
+func (b *endpointBackend) ports() cloud.Cloud { return b.c }
+
+func (b *endpointBackend) stats(ctx context.Context, url string) (queueStats, error) {
+	out, err := b.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return queueStats{}, fmt.Errorf("queue attributes %s: %w", url, err)
+	}
+	v, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	f, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	// ApproximateAgeOfOldestMessage is a CloudWatch metric, not a queue
+	// attribute: the endpoint backend cannot observe it and reports 0.
+	return queueStats{Visible: v, InFlight: f}, nil
+}
+
+// subscribe creates an inbox queue subscribed to the topic and polls it,
+// turning each SNS notification into the event Lambda would get.
+func (b *endpointBackend) subscribe(ctx context.Context, arn string, fn func(context.Context, events.SNSEvent) error) error {
+	name := "linegate-local-inbox-" + strconv.Itoa(int(time.Now().UnixNano()%1e9))
+	q, err := b.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("create inbox queue: %w", err)
+	}
+	attrs, err := b.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return fmt.Errorf("inbox queue arn: %w", err)
+	}
+	if _, err := b.c.Topics.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(arn), Protocol: aws.String("sqs"),
+		Endpoint: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}); err != nil {
+		return fmt.Errorf("subscribe inbox to %s: %w", arn, err)
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	prev := b.cancel
+	b.cancel = func() { prev(); cancel() }
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for pctx.Err() == nil {
+			out, err := b.sqs.ReceiveMessage(pctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for _, m := range out.Messages {
+				ev, err := snsEventFromNotification(aws.ToString(m.Body))
+				if err != nil {
+					b.log.Warn("inbox message is not an SNS notification", "error", err.Error())
+				} else if err := fn(pctx, ev); err != nil {
+					continue // left for redelivery, as an async invoke retry
+				}
+				_, _ = b.sqs.DeleteMessage(pctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle})
+			}
+		}
+	}()
+	return nil
+}
+
+// snsEventFromNotification rebuilds Lambda's SNS event from the JSON envelope
+// SNS delivers to an SQS subscriber.
+func snsEventFromNotification(body string) (events.SNSEvent, error) {
+	var n struct {
+		Type              string
+		MessageId         string
+		TopicArn          string
+		Subject           string
+		Message           string
+		Timestamp         time.Time
+		SignatureVersion  string
+		Signature         string
+		SigningCertURL    string
+		UnsubscribeURL    string
+		MessageAttributes map[string]struct{ Type, Value string }
+	}
+	if err := json.Unmarshal([]byte(body), &n); err != nil {
+		return events.SNSEvent{}, err
+	}
+	if n.Type != "Notification" {
+		return events.SNSEvent{}, errors.New("not a Notification")
+	}
+	attrs := map[string]any{}
+	for k, v := range n.MessageAttributes {
+		attrs[k] = map[string]any{"Type": v.Type, "Value": v.Value}
+	}
+	return events.SNSEvent{Records: []events.SNSEventRecord{{
+		EventVersion: "1.0", EventSource: "aws:sns", EventSubscriptionArn: n.TopicArn + ":local",
+		SNS: events.SNSEntity{Type: n.Type, MessageID: n.MessageId, TopicArn: n.TopicArn, Subject: n.Subject, Message: n.Message,
+			Timestamp: n.Timestamp, SignatureVersion: n.SignatureVersion, Signature: n.Signature, SigningCertURL: n.SigningCertURL,
+			UnsubscribeURL: n.UnsubscribeURL, MessageAttributes: attrs},
+	}}}, nil
+}
+
+// store creates the idempotency table on the endpoint (on-demand, TTL on).
+func (b *endpointBackend) store(ctx context.Context, t template.Table) (idempotency.Store, error) {
+	db := dynamodb.NewFromConfig(b.cfg)
+	key := t.HashKey
+	if key == "" {
+		key = idempotency.AttrID
+	}
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(t.Name),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(key), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	var exists *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &exists) {
+		return nil, fmt.Errorf("create table %s: %w", t.Name, err)
+	}
+	if t.TTLAttribute != "" {
+		_, _ = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(t.Name),
+			TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String(t.TTLAttribute), Enabled: aws.Bool(true)}})
+	}
+	return idempotency.NewDynamoDB(db, t.Name), nil
+}
+
+func (b *endpointBackend) close() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// resources are the physical identities of what provision created, by
+// logical id.
+type resources struct {
+	queueURL, queueARN, topicARN map[string]string
+}
+
+// provision creates the template's queues, buses, rules with their targets,
+// and topics through the ports, identically on both backends.
+func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (resources, error) {
+	res := resources{queueURL: map[string]string{}, queueARN: map[string]string{}, topicARN: map[string]string{}}
+	urls, arns, topics := res.queueURL, res.queueARN, res.topicARN
+	// Create every queue first, then attach redrive policies: a queue's DLQ
+	// must exist before the policy names it.
+	for _, q := range top.Queues {
+		attrs := map[string]string{
+			"VisibilityTimeout":      strconv.Itoa(int(q.VisibilityTimeout / time.Second)),
+			"MessageRetentionPeriod": strconv.Itoa(int(q.MessageRetention / time.Second)),
+			"DelaySeconds":           strconv.Itoa(q.DelaySeconds),
+		}
+		out, err := c.Queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q.Name), Attributes: attrs})
+		if err != nil {
+			return res, fmt.Errorf("create queue %s: %w", q.Name, err)
+		}
+		urls[q.LogicalID] = aws.ToString(out.QueueUrl)
+		a, err := c.Queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			return res, fmt.Errorf("queue arn %s: %w", q.Name, err)
+		}
+		arns[q.LogicalID] = a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	}
+	for _, q := range top.Queues {
+		if q.RedriveTarget == "" {
+			continue
+		}
+		dlq, ok := arns[q.RedriveTarget]
+		if !ok {
+			return res, fmt.Errorf("queue %s: redrive target %s is not a queue of the template", q.LogicalID, q.RedriveTarget)
+		}
+		policy, _ := json.Marshal(map[string]any{"deadLetterTargetArn": dlq, "maxReceiveCount": q.MaxReceiveCount})
+		if _, err := c.Queues.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(urls[q.LogicalID]),
+			Attributes: map[string]string{"RedrivePolicy": string(policy)}}); err != nil {
+			return res, fmt.Errorf("redrive policy of %s: %w", q.Name, err)
+		}
+	}
+	for _, b := range top.Buses {
+		if b.Name == "default" {
+			continue
+		}
+		if _, err := c.Admin.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil {
+			return res, fmt.Errorf("create bus %s: %w", b.Name, err)
+		}
+	}
+	for _, t := range top.Topics {
+		out, err := c.Topics.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(t.Name)})
+		if err != nil {
+			return res, fmt.Errorf("create topic %s: %w", t.Name, err)
+		}
+		topics[t.LogicalID] = aws.ToString(out.TopicArn)
+	}
+	for _, r := range top.Rules {
+		if len(r.Pattern) == 0 {
+			continue // schedule rules are not run locally
+		}
+		state := ebtypes.RuleStateEnabled
+		if r.State == "DISABLED" {
+			state = ebtypes.RuleStateDisabled
+		}
+		if _, err := c.Admin.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(r.Name), EventBusName: aws.String(r.Bus),
+			EventPattern: aws.String(string(r.Pattern)), State: state}); err != nil {
+			return res, fmt.Errorf("put rule %s: %w", r.Name, err)
+		}
+		var targets []ebtypes.Target
+		for _, tg := range r.Targets {
+			t := ebtypes.Target{Id: aws.String(tg.ID)}
+			switch {
+			case tg.QueueLogicalID != "":
+				t.Arn = aws.String(arns[tg.QueueLogicalID])
+			case tg.TopicLogicalID != "":
+				t.Arn = aws.String(topics[tg.TopicLogicalID])
+			default:
+				continue // Lambda targets are not run locally
+			}
+			if tg.DLQLogicalID != "" {
+				t.DeadLetterConfig = &ebtypes.DeadLetterConfig{Arn: aws.String(arns[tg.DLQLogicalID])}
+			}
+			t.RetryPolicy = &ebtypes.RetryPolicy{MaximumRetryAttempts: aws.Int32(int32(tg.MaxRetryAttempts)),
+				MaximumEventAgeInSeconds: aws.Int32(int32(tg.MaxEventAge / time.Second))}
+			targets = append(targets, t)
+		}
+		if len(targets) == 0 {
+			continue
+		}
+		out, err := c.Admin.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(r.Name), EventBusName: aws.String(r.Bus), Targets: targets})
+		if err != nil {
+			return res, fmt.Errorf("put targets of %s: %w", r.Name, err)
+		}
+		if out.FailedEntryCount > 0 {
+			return res, fmt.Errorf("put targets of %s: %d failed: %s", r.Name, out.FailedEntryCount, aws.ToString(out.FailedEntries[0].ErrorMessage))
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,106 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/linegate/linegate/internal/cloud"
+	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/telemetry"
+)
+
+// failingDeletes makes DeleteMessageBatch fail, as a throttled SQS would.
+type failingDeletes struct{ cloud.Queues }
+
+func (failingDeletes) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return nil, errors.New("ThrottlingException")
+}
+
+type nopFlush struct{}
+
+func (nopFlush) Flush() error { return nil }
+
+// The event source mapping deletes a record only after its handler
+// succeeded: a reported failure, a failed invocation, a mapping without
+// ReportBatchItemFailures, or a failed delete all bring the record back.
+func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
+	tests := []struct {
+		name          string
+		reportFailure bool // the handler reports the record failed
+		invokeErr     bool // the invocation itself fails
+		partial       bool // ReportBatchItemFailures on the mapping
+		failDeletes   bool
+		wantAgain     bool // the record is received again
+	}{
+		{name: "success is deleted", partial: true},
+		{name: "reported failure comes back", reportFailure: true, partial: true, wantAgain: true},
+		{name: "failed invocation: the whole batch comes back", invokeErr: true, partial: true, wantAgain: true},
+		{name: "failure without ReportBatchItemFailures: the whole batch comes back", reportFailure: true, wantAgain: true},
+		{name: "a failed delete means it comes back", partial: true, failDeletes: true, wantAgain: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mem.New(mem.WithTimeScale(20))
+			defer c.Close()
+			ctx := context.Background()
+			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work"), Attributes: map[string]string{"VisibilityTimeout": "2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports := c.Ports()
+			if tt.failDeletes {
+				ports.Queues = failingDeletes{ports.Queues}
+			}
+			rt := &Runtime{ports: ports, log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: &printer{w: io.Discard},
+				events: newEventLog(), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 20}}
+			var mu sync.Mutex
+			receives := 0
+			es := &eventSource{runtime: rt, fn: template.Function{Name: "f", Timeout: time.Second},
+				mapping: template.SQSMapping{BatchSize: 10, ReportBatchItemFailures: tt.partial},
+				queue:   template.Queue{Name: "work"}, url: aws.ToString(q.QueueUrl), metrics: nopFlush{},
+				handle: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					mu.Lock()
+					receives += len(ev.Records)
+					mu.Unlock()
+					if tt.invokeErr {
+						return events.SQSEventResponse{}, errors.New("function error")
+					}
+					if tt.reportFailure {
+						return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: ev.Records[0].MessageId}}}, nil
+					}
+					return events.SQSEventResponse{}, nil
+				}}
+			pctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+			if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(600 * time.Millisecond) // six visibility timeouts at this scale
+			cancel()
+			<-done
+			mu.Lock()
+			n := receives
+			mu.Unlock()
+			if tt.wantAgain && n < 2 {
+				t.Fatalf("received %d times, want it back after the visibility timeout", n)
+			}
+			if !tt.wantAgain && n != 1 {
+				t.Fatalf("received %d times, want once", n)
+			}
+			st := c.QueueStats(aws.ToString(q.QueueUrl))
+			if left := st.Visible + st.InFlight; (left == 1) != tt.wantAgain {
+				t.Fatalf("%d message(s) left in the queue", left)
+			}
+		})
+	}
+}

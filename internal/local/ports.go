@@ -1,0 +1,82 @@
+package local
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/linegate/linegate/internal/cloud"
+	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/telemetry"
+)
+
+// The in-memory cloud is not reached through the SDK, so its calls are
+// traced here the way the SDK instrumentation traces real ones; the
+// endpoint backend's SDK clients are instrumented directly.
+
+// tracedBus records PutEvents and can add a simulated round trip.
+type tracedBus struct {
+	next    cloud.EventBus
+	region  string
+	latency time.Duration
+}
+
+func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "EventBridge", "PutEvents", b.region)
+	if b.latency > 0 {
+		t := time.NewTimer(b.latency)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			span.End(ctx.Err())
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	out, err := b.next.PutEvents(ctx, in, opts...)
+	span.End(err)
+	return out, err
+}
+
+// tracedTopics records Publish.
+type tracedTopics struct {
+	cloud.Topics
+	region string
+}
+
+func (t tracedTopics) Publish(ctx context.Context, in *sns.PublishInput, opts ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "SNS", "Publish", t.region)
+	out, err := t.Topics.Publish(ctx, in, opts...)
+	span.End(err)
+	return out, err
+}
+
+// tracedStore records the idempotency store's calls as the DynamoDB
+// operations they are in AWS.
+type tracedStore struct {
+	next   idempotency.Store
+	region string
+}
+
+func (s tracedStore) Claim(ctx context.Context, key string, d time.Duration) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
+	err := s.next.Claim(ctx, key, d)
+	span.End(nil) // a refused claim is an answer, not a fault
+	return err
+}
+
+func (s tracedStore) Complete(ctx context.Context, key string, d time.Duration) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "UpdateItem", s.region)
+	err := s.next.Complete(ctx, key, d)
+	span.End(err)
+	return err
+}
+
+func (s tracedStore) Release(ctx context.Context, key string) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "DeleteItem", s.region)
+	err := s.next.Release(ctx, key)
+	span.End(err)
+	return err
+}

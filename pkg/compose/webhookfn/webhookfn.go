@@ -1,0 +1,38 @@
+// Package webhookfn wires the webhook function: the channel secrets from
+// SSM, an EventBridge publisher, and the ingress core. functions/webhook and
+// `linegate local` both build the webhook here. It links EventBridge only:
+// no DynamoDB, SNS or LINE client reaches the binary LINE waits on.
+package webhookfn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/linegate/linegate/pkg/compose"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/eventbus"
+	"github.com/linegate/linegate/pkg/ingress"
+	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/pkg/telemetry"
+)
+
+// EventPutter is the one EventBridge call the webhook makes.
+type EventPutter interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// New resolves the secrets and builds the webhook core publishing to bus.
+func New(ctx context.Context, cfg config.Webhook, bus EventPutter, c compose.Common) (*ingress.Handler, error) {
+	c = c.WithDefaults()
+	vals, err := secrets.Resolve(ctx, c.SSM, cfg.Secret, cfg.PreviousSecret)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secrets: %w", err)
+	}
+	pub := eventbus.NewPublisher(bus, cfg.BusName, eventbus.WithSource(cfg.Source), eventbus.WithDeadline(cfg.PublishDeadline),
+		eventbus.WithLogger(c.Logger), eventbus.WithMetrics(c.Metrics))
+	return ingress.New(pub,
+		ingress.WithSecrets(vals...), ingress.WithMaxBodyBytes(cfg.MaxBodyBytes), ingress.WithBotUserID(cfg.BotUserID),
+		ingress.WithLogger(c.Logger), ingress.WithMetrics(c.Metrics), ingress.WithTraceHeader(telemetry.TraceHeader))
+}
