@@ -18,6 +18,7 @@ import (
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/worker"
@@ -304,7 +305,7 @@ func newAlarmWatch(rt *local.Runtime, names []string, client *http.Client) *alar
 func (w *alarmWatch) run(ctx context.Context, every time.Duration) {
 	for {
 		w.poll(ctx)
-		if sleepCtx(ctx, every) != nil {
+		if backoff.Sleep(ctx, every) != nil {
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
+	"github.com/linegate/linegate/pkg/backoff"
 )
 
 // plan is the traffic of one run: the kind of each event, by index. Every
@@ -154,7 +155,7 @@ func drain(ctx context.Context, timeout time.Duration, idle func() bool, done fu
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		_ = sleepCtx(ctx, 50*time.Millisecond)
+		_ = backoff.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 

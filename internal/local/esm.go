@@ -11,6 +11,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -43,7 +44,7 @@ func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.runtime.log.Warn("receive failed", "queue", s.queue.Name, "error", err.Error())
-				sleep(ctx, 200*time.Millisecond)
+				_ = backoff.Sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
@@ -160,13 +161,4 @@ func scaled(d time.Duration, k float64) time.Duration {
 		return d
 	}
 	return time.Duration(float64(d) / k)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

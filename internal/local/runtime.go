@@ -42,7 +42,7 @@ import (
 const (
 	DefaultAddr      = "127.0.0.1:3000"
 	DefaultSecret    = "local-channel-secret"
-	DefaultOperator  = "Uoperator0000000000000000000000000"
+	DefaultOperator  = "U0000000000000000000000000000cafe"
 	DefaultToken     = "local-channel-access-token"
 	defaultPollers   = 5
 	maxLocalPollWait = 20 // seconds of SQS long polling, the maximum; a cancelled context ends it

@@ -56,10 +56,10 @@ var ErrNoOperators = errors.New("alert: no operator IDs")
 // or room ID ("U", "C" or "R" followed by 32 lowercase hex digits).
 var ErrBadOperator = errors.New("alert: invalid operator ID")
 
-// operatorRE accepts LINE's ID shape ("U", "C" or "R" and 32 lowercase hex
-// digits) loosely enough for `linegate local`'s documented placeholder
-// operator, Uoperator0000000000000000000000000 (33 lowercase characters).
-var operatorRE = regexp.MustCompile(`^[UCR][0-9a-z]{32,33}$`)
+// operatorRE is LINE's ID format: "U" (a user), "C" (a group) or "R" (a
+// room) and 32 lowercase hex digits. `linegate local`'s placeholder operator,
+// U0000000000000000000000000000cafe, has the same shape.
+var operatorRE = regexp.MustCompile(`^[UCR][0-9a-f]{32}$`)
 
 // retryKeyNamespace is the fixed UUID namespace of push retry keys. Changing
 // it changes every key, which would let a redelivered event notify twice.

@@ -6,10 +6,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// lineID is the format of LINE's user ("U"), group ("C") and room ("R") IDs.
+var lineID = regexp.MustCompile(`^[UCR][0-9a-f]{32}$`)
 
 // Getenv looks a variable up; os.Getenv in production, a map in tests.
 type Getenv func(string) string
@@ -36,7 +40,7 @@ type Webhook struct {
 	Metrics         string        // METRICS_NAMESPACE, default linegate
 }
 
-// Webhook reads and validates the webhook's configuration.
+// LoadWebhook reads and validates the webhook's configuration.
 func LoadWebhook(env Getenv) (Webhook, error) {
 	r := reader{env: env}
 	c := Webhook{
@@ -54,8 +58,8 @@ func LoadWebhook(env Getenv) (Webhook, error) {
 	}
 	r.localOnly(c.Secret, "LINE_CHANNEL_SECRET")
 	r.localOnly(c.PreviousSecret, "LINE_CHANNEL_SECRET_PREVIOUS")
-	if c.BotUserID != "" && !strings.HasPrefix(c.BotUserID, "U") {
-		r.problem("BOT_USER_ID must be the bot's user ID (U followed by 32 hex digits), got %q", c.BotUserID)
+	if c.BotUserID != "" && (!lineID.MatchString(c.BotUserID) || c.BotUserID[0] != 'U') {
+		r.problem("BOT_USER_ID must be the bot's user ID (U followed by 32 lowercase hex digits), got %q", c.BotUserID)
 	}
 	return c, r.err()
 }
@@ -163,11 +167,7 @@ func LoadWorker(env Getenv) (Worker, error) {
 		Probes:           r.bool("PROBES_ENABLED", false),
 		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
 	}
-	if !c.AccessToken.IsSet() {
-		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
-	}
-	r.localOnly(c.AccessToken, "LINE_CHANNEL_ACCESS_TOKEN")
-	r.url("LINE_API_BASE_URL", c.APIBaseURL)
+	r.lineAPI(c.AccessToken, c.APIBaseURL)
 	return c, r.err()
 }
 
@@ -190,19 +190,29 @@ func LoadNotifier(env Getenv) (Notifier, error) {
 		Metrics:     r.str("METRICS_NAMESPACE", "linegate"),
 	}
 	for _, id := range strings.Split(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"), ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			c.Operators = append(c.Operators, id)
+		if id = strings.TrimSpace(id); id == "" {
+			continue
 		}
+		if !lineID.MatchString(id) {
+			r.problem("OPERATOR_LINE_IDS: %q is not a LINE user, group or room ID (U, C or R followed by 32 lowercase hex digits; see README 'Operators')", id)
+		}
+		c.Operators = append(c.Operators, id)
 	}
-	if !c.AccessToken.IsSet() {
-		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
-	}
-	r.localOnly(c.AccessToken, "LINE_CHANNEL_ACCESS_TOKEN")
-	r.url("LINE_API_BASE_URL", c.APIBaseURL)
+	r.lineAPI(c.AccessToken, c.APIBaseURL)
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
 	}
 	return c, r.err()
+}
+
+// lineAPI checks what every LINE-calling function needs: an access token
+// from SSM (or a plain one locally) and an http(s) API base URL.
+func (r *reader) lineAPI(token Secret, baseURL string) {
+	if !token.IsSet() {
+		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
+	}
+	r.localOnly(token, "LINE_CHANNEL_ACCESS_TOKEN")
+	r.url("LINE_API_BASE_URL", baseURL)
 }
 
 func (r *reader) url(name, v string) {

@@ -74,9 +74,16 @@ func TestLoadWorkerAndNotifier(t *testing.T) {
 			t.Fatalf("error %v does not name %s", err, want)
 		}
 	}
-	n, err := LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN_PARAM": "/p", "OPERATOR_LINE_IDS": " Uaaa , Cbbb,"}))
-	if err != nil || len(n.Operators) != 2 || n.Operators[1] != "Cbbb" || n.TimeZone != "Asia/Tokyo" {
+	const user, group = "U0123456789abcdef0123456789abcdef", "Cfedcba9876543210fedcba9876543210"
+	n, err := LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN_PARAM": "/p", "OPERATOR_LINE_IDS": " " + user + " , " + group + ","}))
+	if err != nil || len(n.Operators) != 2 || n.Operators[1] != group || n.TimeZone != "Asia/Tokyo" {
 		t.Fatalf("%+v %v", n, err)
+	}
+	for _, bad := range []string{"Uaaa", "X0123456789abcdef0123456789abcdef", "U0123456789ABCDEF0123456789ABCDEF", user + "0", "Uoperator0000000000000000000000000"} {
+		_, err := LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN_PARAM": "/p", "OPERATOR_LINE_IDS": user + "," + bad}))
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("operator %q: err %v, want it named", bad, err)
+		}
 	}
 	_, err = LoadNotifier(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "t", "OPERATOR_TIMEZONE": "Mars/Olympus"}))
 	if err == nil || !strings.Contains(err.Error(), "OPERATOR_LINE_IDS") || !strings.Contains(err.Error(), "OPERATOR_TIMEZONE") {

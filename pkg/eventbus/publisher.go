@@ -9,14 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go"
 
+	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -40,6 +42,14 @@ var retryableCodes = map[string]bool{
 	"InternalFailure":     true,
 	"ThrottlingException": true,
 }
+
+// retryables is the SDK's own knowledge of which whole-call errors are worth
+// another try: throttling codes, 5xx answers, dropped connections.
+var retryables = retry.IsErrorRetryables(retry.DefaultRetryables)
+
+// noSDKRetries turns the SDK's retryer off for PutEvents: Publish retries
+// itself, per entry and within its deadline, so there is one retry layer.
+func noSDKRetries(o *eventbridge.Options) { o.Retryer = aws.NopRetryer{} }
 
 // ErrNotAccepted is returned by Publish when at least one entry did not reach
 // the bus. The webhook answers 500 so that LINE redelivers; events that did
@@ -83,20 +93,19 @@ type eventPutter interface {
 // all within a deadline so the webhook always answers before LINE gives up.
 // It is safe for concurrent use.
 type Publisher struct {
-	api         eventPutter
-	bus         string
-	source      string
-	deadline    time.Duration
-	backoff     time.Duration
-	maxBackoff  time.Duration
-	parallel    int
-	maxEntry    int
-	maxRequest  int
-	log         *slog.Logger
-	metrics     telemetry.Recorder
-	sleep       func(ctx context.Context, d time.Duration) error
-	jitter      func(d time.Duration) time.Duration
-	callOptions []func(*eventbridge.Options)
+	api        eventPutter
+	bus        string
+	source     string
+	deadline   time.Duration
+	backoff    time.Duration
+	maxBackoff time.Duration
+	parallel   int
+	maxEntry   int
+	maxRequest int
+	log        *slog.Logger
+	metrics    telemetry.Recorder
+	sleep      func(ctx context.Context, d time.Duration) error
+	jitter     backoff.Jitter
 }
 
 // Option configures a Publisher.
@@ -135,20 +144,13 @@ func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
 	return func(p *Publisher) { p.sleep = f }
 }
 
-// WithCallOptions passes SDK options to every PutEvents call (for example to
-// turn off the SDK's own retries, which Publish already does per entry).
-func WithCallOptions(fns ...func(*eventbridge.Options)) Option {
-	return func(p *Publisher) { p.callOptions = append(p.callOptions, fns...) }
-}
-
 // NewPublisher returns a Publisher for the named bus.
 func NewPublisher(api eventPutter, bus string, opts ...Option) *Publisher {
 	p := &Publisher{
 		api: api, bus: bus, source: DefaultSource,
 		deadline: 800 * time.Millisecond, backoff: 25 * time.Millisecond, maxBackoff: 200 * time.Millisecond,
 		parallel: 4, maxEntry: MaxEntryBytes, maxRequest: MaxRequestBytes,
-		log: slog.Default(), metrics: telemetry.Discard, sleep: sleepCtx,
-		jitter: func(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) },
+		log: slog.Default(), metrics: telemetry.Discard, sleep: backoff.Sleep, jitter: backoff.Equal,
 	}
 	for _, o := range opts {
 		o(p)
@@ -181,6 +183,9 @@ func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error
 		pending = append(pending, i)
 	}
 
+	// last is, per entry still pending, the retryable failure that kept it
+	// pending: what is reported if the deadline passes before it goes through.
+	last := make(map[int]Failure)
 	delay := p.backoff
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
@@ -194,14 +199,18 @@ func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error
 		if ctx.Err() != nil {
 			break
 		}
-		retry, failed, calls := p.round(ctx, entries, pending)
+		retry, failed, calls := p.round(ctx, entries, pending, last)
 		res.Calls += calls
 		res.Failed = append(res.Failed, failed...)
 		pending = retry
 	}
 	for _, i := range pending {
-		res.Failed = append(res.Failed, Failure{EventID: entries[i].EventID, Code: "DeadlineExceeded",
-			Message: "publish deadline passed before the bus accepted the entry"})
+		f := Failure{EventID: entries[i].EventID, Code: "DeadlineExceeded",
+			Message: fmt.Sprintf("publish deadline (%v) passed before the bus accepted the entry", p.deadline)}
+		if l, ok := last[i]; ok {
+			f.Code, f.Message = l.Code, f.Message+"; last error: "+l.Message
+		}
+		res.Failed = append(res.Failed, f)
 	}
 	res.Accepted = len(entries) - len(res.Failed)
 	p.metrics.Count("EventsPublished", float64(res.Accepted))
@@ -213,15 +222,17 @@ func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error
 	for _, f := range res.Failed {
 		p.log.ErrorContext(ctx, "event not published", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
 	}
-	return res, fmt.Errorf("%w: %d of %d events", ErrNotAccepted, len(res.Failed), len(entries))
+	return res, fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotAccepted, len(res.Failed), len(entries),
+		res.Failed[0].Code, res.Failed[0].Message)
 }
 
 // round sends the pending entries once, in batches, and sorts the outcome into
-// entries to retry and entries that failed for good.
-func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int) (retry []int, failed []Failure, calls int) {
+// entries to retry (recording why in last) and entries that failed for good.
+func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int, last map[int]Failure) (retry []int, failed []Failure, calls int) {
 	batches := p.batches(entries, pending)
 	type outcome struct {
 		retry  []int
+		why    []Failure // why[k] is why retry[k] is retried
 		failed []Failure
 	}
 	outs := make([]outcome, len(batches))
@@ -232,11 +243,16 @@ func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int) (
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			outs[b].retry, outs[b].failed = p.send(ctx, entries, batch)
+			outs[b].retry, outs[b].why, outs[b].failed = p.send(ctx, entries, batch)
 		}()
 	}
 	wg.Wait()
 	for _, o := range outs {
+		for k, i := range o.retry {
+			if o.why[k].Code != codeDeadline || last[i].Code == "" {
+				last[i] = o.why[k]
+			}
+		}
 		retry = append(retry, o.retry...)
 		failed = append(failed, o.failed...)
 	}
@@ -264,7 +280,12 @@ func (p *Publisher) batches(entries []Entry, idx []int) [][]int {
 	return out
 }
 
-func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (retry []int, failed []Failure) {
+// codeDeadline is the code of an entry whose call ran out of time.
+const codeDeadline = "DeadlineExceeded"
+
+// send makes one PutEvents call for batch. It returns the entries worth
+// another try with why, and the entries that failed for good.
+func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (retry []int, why []Failure, failed []Failure) {
 	in := &eventbridge.PutEventsInput{Entries: make([]types.PutEventsRequestEntry, len(batch))}
 	for k, i := range batch {
 		e := entries[i]
@@ -278,32 +299,57 @@ func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (ret
 			in.Entries[k].TraceHeader = aws.String(e.TraceHeader)
 		}
 	}
-	out, err := p.api.PutEvents(ctx, in, p.callOptions...)
-	if err != nil || out == nil || len(out.Entries) != len(batch) {
-		// The whole call failed (network, throttled request, deadline): every
-		// entry in it may be retried while time remains.
-		return batch, nil
+	out, err := p.api.PutEvents(ctx, in, noSDKRetries)
+	if err == nil && (out == nil || len(out.Entries) != len(batch)) {
+		err = fmt.Errorf("put events: %d results for %d entries", entriesOf(out), len(batch))
+	}
+	if err != nil {
+		// The whole call failed: every entry shares its fate.
+		code, msg, again := classify(err)
+		for _, i := range batch {
+			f := Failure{EventID: entries[i].EventID, Code: code, Message: msg}
+			if again {
+				retry, why = append(retry, i), append(why, f)
+			} else {
+				failed = append(failed, f)
+			}
+		}
+		return retry, why, failed
 	}
 	for k, r := range out.Entries {
 		if r.ErrorCode == nil || *r.ErrorCode == "" {
 			continue
 		}
+		f := Failure{EventID: entries[batch[k]].EventID, Code: *r.ErrorCode, Message: aws.ToString(r.ErrorMessage)}
 		if retryableCodes[*r.ErrorCode] {
-			retry = append(retry, batch[k])
+			retry, why = append(retry, batch[k]), append(why, f)
 			continue
 		}
-		failed = append(failed, Failure{EventID: entries[batch[k]].EventID, Code: *r.ErrorCode, Message: aws.ToString(r.ErrorMessage)})
+		failed = append(failed, f)
 	}
-	return retry, failed
+	return retry, why, failed
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+func entriesOf(out *eventbridge.PutEventsOutput) int {
+	if out == nil {
+		return 0
 	}
+	return len(out.Entries)
+}
+
+// classify names a whole-call error and says whether it can pass on another
+// try. The service's own error code is kept (AccessDeniedException,
+// ResourceNotFoundException for a missing bus...), so a misconfiguration is
+// reported as itself at once instead of as a timeout after the deadline.
+// API errors are retried only when the SDK's retry rules call them
+// retryable (throttling, 5xx); other errors (a dropped connection, an
+// emulator's plain error) are retried unless the rules rule them out.
+func classify(err error) (code, msg string, retryable bool) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return codeDeadline, err.Error(), true
+	}
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
+		return ae.ErrorCode(), ae.ErrorMessage(), retryables.IsErrorRetryable(err) == aws.TrueTernary
+	}
+	return "CallFailed", err.Error(), retryables.IsErrorRetryable(err) != aws.FalseTernary
 }

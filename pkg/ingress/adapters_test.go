@@ -112,3 +112,65 @@ func TestAPIGateway(t *testing.T) {
 		})
 	}
 }
+
+// countingReader is an endless request body that counts what was read of it.
+type countingReader struct{ n int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// The net/http adapter reads at most the limit plus one byte of a body, so a
+// client streaming gigabytes costs no more memory than the limit.
+func TestServeHTTPReadsNoMoreThanTheLimit(t *testing.T) {
+	const limit = 64 << 10
+	pub := &fakePublisher{}
+	h := newHandler(t, pub, WithMaxBodyBytes(limit))
+	body := &countingReader{}
+	req := httptest.NewRequest(http.MethodPost, "/webhook", body)
+	req.Header.Set("X-Line-Signature", sign([]byte("x")))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", rec.Code)
+	}
+	// io.LimitReader asks for at most limit+1 bytes; a read buffer may be
+	// filled once past it, never more.
+	if body.n > limit+1+32<<10 {
+		t.Fatalf("read %d bytes of the body for a %d-byte limit", body.n, limit)
+	}
+	if pub.calls != 0 {
+		t.Fatal("an oversized body was published")
+	}
+}
+
+// The API Gateway adapter refuses a base64 body that cannot fit once decoded
+// before decoding it: an oversized body that is not even valid base64 is a
+// 413 (had it been decoded first, it would be a 400).
+func TestAPIGatewayRefusesBeforeDecoding(t *testing.T) {
+	const limit = 1 << 10
+	for _, tc := range []struct {
+		name string
+		body string
+		want int
+	}{
+		{"oversized and not base64", strings.Repeat("!", 4*limit), 413},
+		{"oversized base64", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("a"), 2*limit)), 413},
+		{"small and not base64", "!!!!", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHandler(t, &fakePublisher{}, WithMaxBodyBytes(limit))
+			resp, err := h.APIGateway(context.Background(), events.APIGatewayProxyRequest{
+				HTTPMethod: "POST", Body: tc.body, IsBase64Encoded: true,
+				Headers: map[string]string{"x-line-signature": sign([]byte(tc.body))},
+			})
+			if err != nil || resp.StatusCode != tc.want {
+				t.Fatalf("status %d (%v), want %d: %s", resp.StatusCode, err, tc.want, resp.Body)
+			}
+		})
+	}
+}

@@ -37,8 +37,11 @@ func (h *Handler) APIGateway(ctx context.Context, req events.APIGatewayProxyRequ
 	return proxyResponse(resp, err), nil
 }
 
-// header finds a header case-insensitively in both the single- and the
-// multi-value maps. More than one distinct value counts as not found.
+// header finds a header case-insensitively. API Gateway puts every value of
+// a header in MultiValueHeaders and only the last one in Headers, so the
+// multi-value map is read when it has the header, Headers otherwise. A header
+// sent more than once (even twice with the same value) counts as not found:
+// LINE sends exactly one signature.
 func header(req events.APIGatewayProxyRequest, name string) (string, bool) {
 	var found []string
 	for k, vs := range req.MultiValueHeaders {

@@ -84,10 +84,6 @@ func WithSecrets(secrets ...string) Option {
 // WithMaxBodyBytes sets the body limit; larger requests get 413.
 func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
 
-// WithMaxEvents bounds the number of events in one body (default
-// DefaultMaxEvents); more is answered 400 and nothing is published.
-func WithMaxEvents(n int) Option { return func(h *Handler) { h.maxEvents = n } }
-
 // WithBotUserID rejects (401) bodies whose destination is not this bot's user
 // ID, for deployments where the webhook URL might leak along with a secret of
 // another channel. Empty disables the check.

@@ -234,15 +234,15 @@ func (c *Client) classify(err error, attempt int) (bool, time.Duration) {
 				}
 				return true, apiErr.retryAfter
 			}
-			return true, c.backoff(attempt)
+			return true, c.backoff.Delay(attempt)
 		case apiErr.Status >= 500:
-			return true, c.backoff(attempt)
+			return true, c.backoff.Delay(attempt)
 		default:
 			return false, 0
 		}
 	}
 	if _, ok := errors.AsType[*url.Error](err); ok {
-		return true, c.backoff(attempt) // transport failure or timeout
+		return true, c.backoff.Delay(attempt) // transport failure or timeout
 	}
 	return false, 0
 }
@@ -254,18 +254,4 @@ func isAmbiguous(err error) bool {
 	}
 	_, ok := errors.AsType[*url.Error](err)
 	return ok
-}
-
-// backoff is the full-jitter wait before retry number attempt (1-based).
-func (c *Client) backoff(attempt int) time.Duration {
-	ceiling := c.backoffMax
-	if shift := attempt - 1; shift < 32 {
-		if d := c.backoffBase << shift; d > 0 && d < ceiling {
-			ceiling = d
-		}
-	}
-	if ceiling <= 0 {
-		return 0
-	}
-	return c.jitter(ceiling)
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -114,7 +114,7 @@ func WithMaxAttempts(n int) Option { return func(c *Client) { c.maxAttempts = ma
 // uniformly random in [0, min(max, base·2^(n-1))] (full jitter). Default
 // 200 ms, 2 s.
 func WithBackoff(base, maxWait time.Duration) Option {
-	return func(c *Client) { c.backoffBase, c.backoffMax = base, maxWait }
+	return func(c *Client) { c.backoff.First, c.backoff.Max = base, maxWait }
 }
 
 // WithRetryAfterCap sets the longest Retry-After the client waits for; a
@@ -130,10 +130,6 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // records LineLatency per HTTP attempt.
 func WithMetrics(r telemetry.Recorder) Option { return func(c *Client) { c.metrics = r } }
 
-// WithReplyWindow sets how old an event may be for Send to use its reply
-// token (default 50 s).
-func WithReplyWindow(d time.Duration) Option { return func(c *Client) { c.replyWindow = d } }
-
 // Client calls the Messaging API with one channel access token. Make one per
 // invocation; it holds no connection state of its own beyond the HTTP client.
 type Client struct {
@@ -142,10 +138,8 @@ type Client struct {
 	httpClient    *http.Client
 	now           func() time.Time
 	sleep         func(ctx context.Context, d time.Duration) error
-	jitter        func(ceiling time.Duration) time.Duration
 	maxAttempts   int
-	backoffBase   time.Duration
-	backoffMax    time.Duration
+	backoff       backoff.Policy
 	retryAfterCap time.Duration
 	replyWindow   time.Duration
 	log           *slog.Logger
@@ -158,11 +152,9 @@ func New(token string, opts ...Option) *Client {
 		token:         token,
 		baseURL:       DefaultBaseURL,
 		now:           time.Now,
-		sleep:         sleepCtx,
-		jitter:        func(d time.Duration) time.Duration { return rand.N(d + 1) },
+		sleep:         backoff.Sleep,
 		maxAttempts:   DefaultMaxAttempts,
-		backoffBase:   DefaultBackoffBase,
-		backoffMax:    DefaultBackoffMax,
+		backoff:       backoff.Policy{First: DefaultBackoffBase, Max: DefaultBackoffMax, Jitter: backoff.Full},
 		retryAfterCap: DefaultRetryAfterCap,
 		replyWindow:   DefaultReplyWindow,
 		log:           slog.Default(),
@@ -358,20 +350,6 @@ func checkMessages(msgs []messaging_api.MessageInterface) error {
 		}
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 type dropEmptyRetryKey struct{ next http.RoundTripper }

@@ -16,6 +16,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/pkg/backoff"
 )
 
 const (
@@ -332,7 +333,7 @@ func TestBackoffNeverPassesDeadline(t *testing.T) {
 	e := newEnv(t)
 	e.mock.Inject(linemock.Fault{Path: linemock.PathPush, Status: 503, Times: 100})
 	c := e.client(WithMaxAttempts(50), WithBackoff(time.Second, time.Second))
-	c.jitter = func(d time.Duration) time.Duration { return d } // always the full wait
+	c.backoff.Jitter = backoff.None // always the full wait
 	deadline := e.clk.Now().Add(3500 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
