@@ -40,6 +40,20 @@ func (f *topic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.
 	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
 }
 
+// keepSpy remembers how long completed markers are kept.
+type keepSpy struct {
+	*idempotency.Memory
+	mu   sync.Mutex
+	keep []time.Duration
+}
+
+func (s *keepSpy) Complete(ctx context.Context, key string, keepFor time.Duration) error {
+	s.mu.Lock()
+	s.keep = append(s.keep, keepFor)
+	s.mu.Unlock()
+	return s.Memory.Complete(ctx, key, keepFor)
+}
+
 func loadConfig(t *testing.T, env map[string]string) config.Worker {
 	t.Helper()
 	base := map[string]string{
@@ -103,5 +117,36 @@ func TestCrashReportsScrubTheAccessToken(t *testing.T) {
 	}
 	if rep.Error != "LINE refused the call made with "+crash.Redacted || rep.Function != "WorkerFunction" {
 		t.Fatalf("report %+v: want the panic with the token redacted", rep)
+	}
+}
+
+// IDEMPOTENCY_KEEP_HOURS reaches the store: a handled event's completed
+// marker is kept that long.
+func TestCompletedMarkersKeptForConfiguredHours(t *testing.T) {
+	tests := []struct {
+		hours string
+		want  time.Duration
+	}{
+		{hours: "", want: 48 * time.Hour},
+		{hours: "336", want: 336 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run("IDEMPOTENCY_KEEP_HOURS="+tt.hours, func(t *testing.T) {
+			r := bot.NewRouter()
+			r.OnText("", func(context.Context, *bot.Event, string) error { return nil })
+			store := &keepSpy{Memory: idempotency.NewMemory()}
+			p, err := workerfn.New(context.Background(), loadConfig(t, map[string]string{"IDEMPOTENCY_KEEP_HOURS": tt.hours}), r,
+				workerfn.Deps{Store: store}, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{textRecord("01WF2", "hi")}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("resp %+v err %v", resp, err)
+			}
+			if len(store.keep) != 1 || store.keep[0] != tt.want {
+				t.Fatalf("completed markers kept for %v, want [%v]", store.keep, tt.want)
+			}
+		})
 	}
 }
