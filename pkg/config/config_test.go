@@ -90,3 +90,35 @@ func TestLoadWorkerAndNotifier(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// IDEMPOTENCY_KEEP_HOURS: how long a handled event is remembered; never under
+// LINE's 24 h redelivery and retry-key window.
+func TestWorkerKeepCompleted(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{value: "", want: 48 * time.Hour},
+		{value: "24", want: 24 * time.Hour},
+		{value: "336", want: 14 * 24 * time.Hour},
+		{value: "23", wantErr: true},
+		{value: "0", wantErr: true},
+		{value: "two days", wantErr: true},
+		{value: "8785", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_KEEP_HOURS": tt.value}))
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEEP_HOURS") {
+					t.Fatalf("error %v does not name IDEMPOTENCY_KEEP_HOURS", err)
+				}
+				return
+			}
+			if err != nil || w.KeepCompleted != tt.want {
+				t.Fatalf("KeepCompleted %v (err %v), want %v", w.KeepCompleted, err, tt.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,11 @@
 // runs the bot's handler with a per-record deadline, recovers panics into
 // crash reports, and reports failures per record so that one bad event never
 // fails its batch.
+//
+// Each record goes through a pipeline of small steps (tracing, accounting,
+// decoding, deduplication, parsing, crash reports, the deadline, panic
+// recovery) ending in the bot's router; (*Processor).pipeline lists them
+// in order and says why the order matters.
 package worker
 
 import (
@@ -10,19 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
-	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/crash"
-	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -64,16 +64,13 @@ type topicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
-// Span is what a tracer returns for one record: annotate it, end it with the
-// record's error (nil on success).
+// Span is what a tracer returns for one record: annotate it, then end it
+// exactly once, with Panic when the handler panicked (so the trace shows the
+// panic and its stack) and with End otherwise (err nil on success).
+// *telemetry.Span satisfies it.
 type Span interface {
 	Annotate(key string, value any)
 	End(err error)
-}
-
-// panicRecorder is a Span that can record a recovered panic with its stack
-// (telemetry's spans can); the worker uses it instead of End for a panic.
-type panicRecorder interface {
 	Panic(v any, stack []byte)
 }
 
@@ -86,16 +83,12 @@ type Processor struct {
 	router        dispatcher
 	store         idempotency.Store
 	newMessenger  func() bot.Messenger
-	ops           topicPublisher
-	opsTopic      string
+	crash         crashReports
 	concurrency   int
 	inProgressFor time.Duration
 	keepFor       time.Duration
 	recordTimeout time.Duration
 	margin        time.Duration
-	function      string
-	region        string
-	secrets       []string
 	now           func() time.Time
 	log           *slog.Logger
 	metrics       telemetry.Recorder
@@ -103,6 +96,8 @@ type Processor struct {
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
 	eventContext  func(ctx context.Context, id string) context.Context
+
+	run handler // the pipeline, built by New
 }
 
 // Option configures a Processor.
@@ -115,7 +110,7 @@ func WithMessenger(f func() bot.Messenger) Option { return func(p *Processor) { 
 // WithCrashReports publishes one crash report per panicking record (on its
 // first receive) to the ops topic.
 func WithCrashReports(api topicPublisher, topicARN string) Option {
-	return func(p *Processor) { p.ops, p.opsTopic = api, topicARN }
+	return func(p *Processor) { p.crash.pub, p.crash.topic = api, topicARN }
 }
 
 // WithConcurrency bounds how many records of a batch run at once (default 4).
@@ -129,18 +124,19 @@ func WithFunctionTimeout(d time.Duration) Option { return func(p *Processor) { p
 // timeout less a margin, and never past the invocation's deadline).
 func WithRecordTimeout(d time.Duration) Option { return func(p *Processor) { p.recordTimeout = d } }
 
-// WithKeepFor sets how long a completed marker is kept (default 48 h; at
-// least 24 h, LINE's redelivery and retry-key window).
+// WithKeepFor sets how long a completed marker is kept, that is how long a
+// redelivered or redriven event is still recognised as a duplicate (default
+// 48 h). New refuses less than 24 h, LINE's redelivery and retry-key window.
 func WithKeepFor(d time.Duration) Option { return func(p *Processor) { p.keepFor = d } }
 
 // WithIdentity names the function and region in crash reports.
 func WithIdentity(function, region string) Option {
-	return func(p *Processor) { p.function, p.region = function, region }
+	return func(p *Processor) { p.crash.function, p.crash.region = function, region }
 }
 
 // WithSecrets are scrubbed from crash reports (besides anything token-shaped).
 func WithSecrets(s ...string) Option {
-	return func(p *Processor) { p.secrets = append(p.secrets, s...) }
+	return func(p *Processor) { p.crash.secrets = append(p.crash.secrets, s...) }
 }
 
 // WithClock sets the clock (tests).
@@ -150,7 +146,7 @@ func WithClock(now func() time.Time) Option { return func(p *Processor) { p.now 
 func WithLogger(l *slog.Logger) Option { return func(p *Processor) { p.log = l } }
 
 // WithMetrics records RecordsProcessed, RecordsFailed, DuplicatesSkipped,
-// HandlerPanics and EndToEndLatency.
+// HandlerPanics, RecordDuration and EndToEndLatency.
 func WithMetrics(r telemetry.Recorder) Option { return func(p *Processor) { p.metrics = r } }
 
 // WithObserver is called once per record with its result.
@@ -190,6 +186,7 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	if p.recordTimeout == 0 {
 		p.recordTimeout = max(p.inProgressFor-p.margin, time.Second)
 	}
+	p.run = chain(p.pipeline(), dispatch(p.router))
 	return p, nil
 }
 
@@ -197,25 +194,28 @@ type nopSpan struct{}
 
 func (nopSpan) Annotate(string, any) {}
 func (nopSpan) End(error)            {}
+func (nopSpan) Panic(any, []byte)    {}
 
-// Handle processes a batch and reports the records that failed, so SQS
-// deletes the rest. It returns an error only when ctx ends before the batch
-// was looked at at all; a failure of any single record is in the response.
+// Handle processes a batch, at most WithConcurrency records at a time, and
+// returns once every record has finished. The response lists the records
+// that failed (OutcomeFailed), so SQS deletes the others and delivers only
+// those again. The error is always nil, even when ctx has ended: no failure
+// fails the whole batch. A record that ctx's end cut short fails on its own
+// (the idempotency store or the handler sees ctx's error) and is listed in
+// the response like any other failure.
 func (p *Processor) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, p.concurrency)
-	for _, rec := range ev.Records {
+	for _, msg := range ev.Records {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			res := p.record(ctx, rec)
-			p.observe(res)
-			if res.Outcome == OutcomeFailed {
+			if res := p.process(ctx, msg); res.Outcome == OutcomeFailed {
 				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
 				mu.Unlock()
 			}
 		}()
@@ -224,172 +224,14 @@ func (p *Processor) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	return resp, nil
 }
 
-// record runs one record to an outcome. It never panics.
-func (p *Processor) record(ctx context.Context, rec events.SQSMessage) (res Result) {
-	start := p.now()
-	res = Result{MessageID: rec.MessageId, ReceiveCount: receiveCount(rec)}
-	ctx, span := p.startSpan(ctx, "record", rec.Attributes["AWSTraceHeader"])
-	res.TraceID = p.traceID(ctx)
-	var panicValue any
-	var panicStack []byte
-	defer func() {
-		res.Duration = p.now().Sub(start)
-		if pr, ok := span.(panicRecorder); ok && panicStack != nil {
-			pr.Panic(panicValue, panicStack) // records the panic and its stack, and ends the span
-		} else {
-			span.End(res.Err)
-		}
-		p.account(ctx, res)
-	}()
-
-	_, env, err := envelope.Decode([]byte(rec.Body))
-	if err != nil {
-		res.Outcome, res.Err = OutcomeFailed, err
-		return res
-	}
-	// Only the head is read before the claim: a duplicate costs no more.
-	h, err := bot.Peek(env.Event)
-	if err != nil {
-		res.Outcome, res.Err = OutcomeFailed, err
-		return res
-	}
-	res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
-	if p.eventContext != nil && h.WebhookEventID != "" {
-		ctx = p.eventContext(ctx, h.WebhookEventID)
-	}
-	span.Annotate("webhookEventId", h.WebhookEventID)
-	span.Annotate("eventType", h.Type)
-	span.Annotate("sourceType", string(h.SourceType))
-	if up := rec.Attributes["AWSTraceHeader"]; up != "" {
-		span.Annotate("upstreamTraceId", crash.TraceRoot(up))
-	}
-
-	key := idempotency.Key(h.WebhookEventID, env.Event)
-	switch err := p.store.Claim(ctx, key, p.inProgressFor); {
-	case errors.Is(err, idempotency.ErrCompleted):
-		res.Outcome = OutcomeDuplicate
-		return res
-	case err != nil:
-		// In progress elsewhere, or the store is unreachable: try again later.
-		res.Outcome, res.Err = OutcomeFailed, fmt.Errorf("claim %s: %w", key, err)
-		return res
-	}
-	ev, err := bot.Parse(env.Event, env.Destination, env.ReceivedAt, nil)
-	if err != nil {
-		p.release(ctx, key, h.WebhookEventID)
-		res.Outcome, res.Err = OutcomeFailed, err
-		return res
-	}
-
-	if p.newMessenger != nil {
-		ev.Bind(p.newMessenger())
-	}
-	rctx, cancel := p.recordContext(ctx)
-	recovered, stack, err := p.dispatch(rctx, ev)
-	cancel()
-	if stack != nil {
-		res.Panicked = true
-		panicValue, panicStack = recovered, stack
-		p.reportCrash(ctx, ev, res, recovered, stack)
-	}
-	if err != nil {
-		p.release(ctx, key, ev.WebhookEventID)
-		res.Outcome, res.Err = OutcomeFailed, err
-		return res
-	}
-	if cerr := p.store.Complete(context.WithoutCancel(ctx), key, p.keepFor); cerr != nil {
-		// The effect happened; failing the record would run it again. Keep
-		// the success and let the claim expire; sends carry retry keys.
-		p.log.ErrorContext(ctx, "mark completed", "webhookEventId", ev.WebhookEventID, "error", cerr.Error())
-	}
-	res.Outcome = OutcomeOK
-	if !ev.Timestamp.IsZero() && ev.Timestamp.Unix() > 0 {
-		p.metrics.Duration("EndToEndLatency", p.now().Sub(ev.Timestamp))
-	}
-	return res
+// process runs one message through the pipeline to an outcome.
+func (p *Processor) process(ctx context.Context, msg events.SQSMessage) Result {
+	r := &record{msg: msg, result: Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg)}}
+	r.settle(p.run(ctx, r))
+	return r.result
 }
 
-// release gives up a claim so the retry can run; a failed release only
-// delays the retry until the claim expires.
-func (p *Processor) release(ctx context.Context, key, id string) {
-	if err := p.store.Release(context.WithoutCancel(ctx), key); err != nil {
-		p.log.WarnContext(ctx, "release claim", "webhookEventId", id, "error", err.Error())
-	}
-}
-
-// recordContext bounds the handler: the record timeout, and never closer
-// than the margin to the invocation's own deadline.
-func (p *Processor) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := p.recordTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		if left := time.Until(dl) - p.margin; left < d {
-			d = max(left, 100*time.Millisecond)
-		}
-	}
-	return context.WithTimeout(ctx, d)
-}
-
-// dispatch runs the handler, turning a panic into an error plus the panic
-// value and its stack.
-func (p *Processor) dispatch(ctx context.Context, ev *bot.Event) (recovered any, stack []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			stack = debug.Stack()
-			recovered = r
-			err = fmt.Errorf("%w: %v", ErrPanic, r)
-		}
-	}()
-	return nil, nil, p.router.Dispatch(ctx, ev)
-}
-
-func (p *Processor) reportCrash(ctx context.Context, ev *bot.Event, res Result, recovered any, stack []byte) {
-	p.metrics.Count("HandlerPanics", 1)
-	if res.ReceiveCount > 1 || p.ops == nil {
-		return // reported on the first receive only
-	}
-	rep := crash.New(recovered, stack,
-		crash.WithFunction(p.function), crash.WithEvent(ev.Type, ev.WebhookEventID),
-		crash.WithTraceID(res.TraceID), crash.WithRegion(p.region),
-		crash.WithReceiveCount(res.ReceiveCount), crash.WithTime(p.now()), crash.WithSecrets(p.secrets...))
-	body, merr := rep.Marshal()
-	if merr != nil {
-		p.log.ErrorContext(ctx, "crash report not built", "error", merr.Error())
-		return
-	}
-	_, perr := p.ops.Publish(context.WithoutCancel(ctx), &sns.PublishInput{
-		TopicArn: aws.String(p.opsTopic),
-		Subject:  aws.String("linegate crash: " + ev.Type),
-		Message:  aws.String(string(body)),
-		MessageAttributes: map[string]snstypes.MessageAttributeValue{
-			crash.AttributeKind: {DataType: aws.String("String"), StringValue: aws.String(crash.KindCrash)},
-		},
-	})
-	if perr != nil {
-		p.log.ErrorContext(ctx, "crash report not published", "webhookEventId", ev.WebhookEventID, "error", perr.Error())
-	}
-}
-
-func (p *Processor) account(ctx context.Context, res Result) {
-	attrs := []any{"webhookEventId", res.WebhookEventID, "type", res.Type, "outcome", string(res.Outcome),
-		"receiveCount", res.ReceiveCount, "durationMs", res.Duration.Milliseconds()}
-	switch res.Outcome {
-	case OutcomeOK:
-		p.metrics.Count("RecordsProcessed", 1)
-	case OutcomeDuplicate:
-		p.metrics.Count("DuplicatesSkipped", 1)
-	case OutcomeFailed:
-		p.metrics.Count("RecordsFailed", 1)
-		attrs = append(attrs, "error", res.Err.Error(), "panic", res.Panicked)
-	}
-	p.metrics.Duration("RecordDuration", res.Duration)
-	if res.Outcome == OutcomeFailed {
-		p.log.WarnContext(ctx, "record failed", attrs...)
-	} else {
-		p.log.InfoContext(ctx, "record processed", attrs...)
-	}
-}
-
-func receiveCount(rec events.SQSMessage) int {
-	n, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+func receiveCount(msg events.SQSMessage) int {
+	n, _ := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
 	return n
 }

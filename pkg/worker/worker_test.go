@@ -85,8 +85,8 @@ func textEvent(id, text string, at time.Time, replyToken string) json.RawMessage
 		at.UnixMilli(), id, replyToken, text))
 }
 
-// record wraps a raw LINE event the way EventBridge delivers it to SQS.
-func record(msgID string, receive int, raw json.RawMessage) events.SQSMessage {
+// message wraps a raw LINE event the way EventBridge delivers it to SQS.
+func message(msgID string, receive int, raw json.RawMessage) events.SQSMessage {
 	var head struct {
 		Type string `json:"type"`
 	}
@@ -119,7 +119,7 @@ func failedIDs(resp events.SQSEventResponse) []string {
 func TestEchoReplies(t *testing.T) {
 	f := newFixture(t, echoRouter())
 	f.line.IssueReplyTokenTo("rt-1", "Uuser0001", time.Now())
-	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV1", "hello", time.Now(), "rt-1"))}})
+	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV1", "hello", time.Now(), "rt-1"))}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("resp %+v err %v", resp, err)
 	}
@@ -133,7 +133,7 @@ func TestSameRecordTwiceHasOneEffect(t *testing.T) {
 	f := newFixture(t, echoRouter())
 	f.line.IssueReplyTokenTo("rt-2", "Uuser0001", time.Now())
 	ev := textEvent("01EV2", "once", time.Now(), "rt-2")
-	for i, rec := range []events.SQSMessage{record("m1", 1, ev), record("m2", 1, ev), record("m1", 2, ev)} {
+	for i, rec := range []events.SQSMessage{message("m1", 1, ev), message("m2", 1, ev), message("m1", 2, ev)} {
 		resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
 		if len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("delivery %d failed: %+v", i, resp)
@@ -164,11 +164,11 @@ func TestRetryAfterPushSucceededSendsNothingNew(t *testing.T) {
 	})
 	f := newFixture(t, r)
 	ev := textEvent("01EV3", "x", time.Now(), "")
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, ev)}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, ev)}})
 	if got := failedIDs(resp); len(got) != 1 {
 		t.Fatalf("first attempt should fail, got %v", got)
 	}
-	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 2, ev)}})
+	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 2, ev)}})
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("retry failed: %+v", resp)
 	}
@@ -184,7 +184,7 @@ func TestExpiredReplyTokenFallsBackToPush(t *testing.T) {
 	f := newFixture(t, echoRouter())
 	old := time.Now().Add(-2 * time.Minute)
 	f.line.IssueReplyTokenTo("rt-old", "Uuser0001", old)
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV4", "late", old, "rt-old"))}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV4", "late", old, "rt-old"))}})
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("%+v", resp)
 	}
@@ -198,7 +198,7 @@ func TestRateLimitedThenSucceeds(t *testing.T) {
 	f := newFixture(t, echoRouter())
 	f.line.IssueReplyTokenTo("rt-5", "Uuser0001", time.Now())
 	f.line.Inject(linemock.Fault{Path: "/v2/bot/message/reply", Status: 429, Times: 1})
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV5", "hi", time.Now(), "rt-5"))}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV5", "hi", time.Now(), "rt-5"))}})
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("%+v", resp)
 	}
@@ -225,7 +225,7 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 		if i == 6 {
 			text = "boom"
 		}
-		recs = append(recs, record(fmt.Sprintf("m%d", i), 1, textEvent(fmt.Sprintf("01EVP%d", i), text, time.Now(), "")))
+		recs = append(recs, message(fmt.Sprintf("m%d", i), 1, textEvent(fmt.Sprintf("01EVP%d", i), text, time.Now(), "")))
 	}
 	boom := textEvent("01EVP6", "boom", time.Now(), "")
 	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: recs})
@@ -253,7 +253,7 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 		t.Fatal("token-shaped string reached the crash report")
 	}
 	// The retry (second receive) panics again but reports nothing new.
-	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m6", 2, boom)}})
+	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m6", 2, boom)}})
 	if len(resp.BatchItemFailures) != 1 || f.ops.count() != 1 {
 		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), f.ops.count())
 	}
@@ -268,7 +268,7 @@ func TestStandbyIsAcknowledgedNotAnswered(t *testing.T) {
 	})
 	f := newFixture(t, r)
 	raw := json.RawMessage(strings.Replace(string(textEvent("01EV6", "hi", time.Now(), "rt-6")), `"mode":"active"`, `"mode":"standby"`, 1))
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, raw)}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, raw)}})
 	if len(resp.BatchItemFailures) != 0 || ran.Load() || len(f.line.Messages()) != 0 {
 		t.Fatalf("standby: failures %v ran %v messages %d", resp.BatchItemFailures, ran.Load(), len(f.line.Messages()))
 	}
@@ -276,9 +276,9 @@ func TestStandbyIsAcknowledgedNotAnswered(t *testing.T) {
 
 func TestMalformedRecordFailsAlone(t *testing.T) {
 	f := newFixture(t, echoRouter())
-	good := record("good", 1, textEvent("01EV7", "hi", time.Now(), ""))
+	good := message("good", 1, textEvent("01EV7", "hi", time.Now(), ""))
 	bad := events.SQSMessage{MessageId: "bad", Body: "not json", Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
-	noType := record("notype", 1, json.RawMessage(`{"webhookEventId":"x"}`))
+	noType := message("notype", 1, json.RawMessage(`{"webhookEventId":"x"}`))
 	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{good, bad, noType}})
 	got := failedIDs(resp)
 	if len(got) != 2 || !contains(got, "bad") || !contains(got, "notype") {
@@ -291,7 +291,7 @@ func TestInProgressElsewhereIsRetriedLater(t *testing.T) {
 	if err := f.store.Claim(context.Background(), "01EV8", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EV8", "hi", time.Now(), ""))}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV8", "hi", time.Now(), ""))}})
 	if len(resp.BatchItemFailures) != 1 || len(f.line.Messages()) != 0 {
 		t.Fatalf("in-progress: %+v, %d messages", resp, len(f.line.Messages()))
 	}
@@ -309,27 +309,80 @@ func TestFailureReleasesClaim(t *testing.T) {
 	})
 	f := newFixture(t, r)
 	ev := textEvent("01EV9", "x", time.Now(), "")
-	f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, ev)}})
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 2, ev)}})
+	f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, ev)}})
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 2, ev)}})
 	if len(resp.BatchItemFailures) != 0 || runs.Load() != 2 {
 		t.Fatalf("retry: %+v runs %d", resp, runs.Load())
 	}
 }
 
+// A handler that waits for its context is stopped by the record timeout.
+// The handler gives up on its own after giveUp, so without the timeout the
+// test fails (and says so) instead of hanging.
 func TestRecordDeadline(t *testing.T) {
+	const recordTimeout, giveUp = 50 * time.Millisecond, 5 * time.Second
+	errGaveUp := errors.New("the handler's context never ended: gave up")
 	r := bot.NewRouter()
 	r.OnText("", func(ctx context.Context, _ *bot.Event, _ string) error {
-		<-ctx.Done()
-		return ctx.Err()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(giveUp):
+			return errGaveUp
+		}
 	})
-	f := newFixture(t, r, WithRecordTimeout(50*time.Millisecond))
+	f := newFixture(t, r, WithRecordTimeout(recordTimeout))
 	start := time.Now()
-	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01EVA", "x", time.Now(), ""))}})
-	if len(resp.BatchItemFailures) != 1 || time.Since(start) > 5*time.Second {
-		t.Fatalf("deadline not applied: %+v after %v", resp, time.Since(start))
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EVA", "x", time.Now(), ""))}})
+	took := time.Since(start)
+	if len(f.seen) != 1 {
+		t.Fatalf("after %v: %d results observed, want 1", took, len(f.seen))
 	}
-	if !errors.Is(f.seen[0].Err, context.DeadlineExceeded) {
-		t.Fatalf("err %v", f.seen[0].Err)
+	if err := f.seen[0].Err; !errors.Is(err, context.DeadlineExceeded) || len(resp.BatchItemFailures) != 1 || took >= giveUp {
+		t.Fatalf("record timeout %v not applied: after %v the record ended with %v (failures %v)", recordTimeout, took, err, failedIDs(resp))
+	}
+}
+
+// Handle's error is always nil: when the invocation's context has ended,
+// every record fails on its own and is listed in the response.
+func TestHandleReportsCancelledRecordsNotAnError(t *testing.T) {
+	var ran atomic.Int32
+	r := bot.NewRouter()
+	r.OnText("", func(context.Context, *bot.Event, string) error { ran.Add(1); return nil })
+	f := newFixture(t, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resp, err := f.proc.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		message("a", 1, textEvent("01CX1", "x", time.Now(), "")),
+		message("b", 1, textEvent("01CX2", "x", time.Now(), "")),
+	}})
+	if got := failedIDs(resp); err != nil || len(got) != 2 || ran.Load() != 0 {
+		t.Fatalf("err %v, failures %v, handler ran %d times; want nil, [a b], 0", err, got, ran.Load())
+	}
+	for _, res := range f.seen {
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("record %s failed with %v, want the context's error", res.MessageID, res.Err)
+		}
+	}
+}
+
+// A duplicate is recognised from the event's head alone: a completed event
+// whose body the SDK could not even decode is skipped, and no LINE client is
+// made for it.
+func TestDuplicateSkipsTheFullDecode(t *testing.T) {
+	var clients atomic.Int32
+	f := newFixture(t, echoRouter(), WithMessenger(func() bot.Messenger { clients.Add(1); return nil }))
+	if err := f.store.Claim(context.Background(), "01DUP", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Complete(context.Background(), "01DUP", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	raw := json.RawMessage(`{"type":"message","webhookEventId":"01DUP","message":"not an object"}`)
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 2, raw)}})
+	if len(resp.BatchItemFailures) != 0 || f.seen[0].Outcome != OutcomeDuplicate || clients.Load() != 0 {
+		t.Fatalf("failures %v, outcome %s (%v), %d LINE clients made; want a duplicate, nothing made",
+			failedIDs(resp), f.seen[0].Outcome, f.seen[0].Err, clients.Load())
 	}
 }
 
@@ -351,7 +404,7 @@ func TestConcurrencyBound(t *testing.T) {
 	f := newFixture(t, r, WithConcurrency(3))
 	var recs []events.SQSMessage
 	for i := range 10 {
-		recs = append(recs, record(fmt.Sprint(i), 1, textEvent(fmt.Sprintf("01EVC%d", i), "x", time.Now(), "")))
+		recs = append(recs, message(fmt.Sprint(i), 1, textEvent(fmt.Sprintf("01EVC%d", i), "x", time.Now(), "")))
 	}
 	f.proc.Handle(context.Background(), events.SQSEvent{Records: recs})
 	if peak.Load() > 3 || peak.Load() < 2 {
@@ -416,9 +469,9 @@ func TestRecordSpans(t *testing.T) {
 	}
 	f := newFixture(t, r, WithTracing(start, func(context.Context) string { return "1-abc-def" }), WithConcurrency(1))
 	f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("ok", 1, textEvent("01S1", "fine", time.Now(), "")),
-		record("fail", 1, textEvent("01S2", "fail", time.Now(), "")),
-		record("boom", 1, textEvent("01S3", "boom", time.Now(), "")),
+		message("ok", 1, textEvent("01S1", "fine", time.Now(), "")),
+		message("fail", 1, textEvent("01S2", "fail", time.Now(), "")),
+		message("boom", 1, textEvent("01S3", "boom", time.Now(), "")),
 	}})
 	byID := map[string]*recordingSpan{}
 	for _, s := range spans {
@@ -443,14 +496,17 @@ func TestRecordSpans(t *testing.T) {
 	}
 }
 
-// flakyStore injects idempotency-store failures.
+// flakyStore injects idempotency-store failures and records the calls made
+// to it, one string each ("claim <key> <duration>", "complete <key>
+// <duration>", "release <key>"). Not for concurrent use.
 type flakyStore struct {
 	idempotency.Store
 	claimErr, completeErr, releaseErr error
-	completes                         int
+	calls                             []string
 }
 
 func (s *flakyStore) Claim(ctx context.Context, key string, d time.Duration) error {
+	s.calls = append(s.calls, "claim "+key+" "+d.String())
 	if s.claimErr != nil {
 		return s.claimErr
 	}
@@ -458,7 +514,7 @@ func (s *flakyStore) Claim(ctx context.Context, key string, d time.Duration) err
 }
 
 func (s *flakyStore) Complete(ctx context.Context, key string, d time.Duration) error {
-	s.completes++
+	s.calls = append(s.calls, "complete "+key+" "+d.String())
 	if s.completeErr != nil {
 		return s.completeErr
 	}
@@ -466,6 +522,7 @@ func (s *flakyStore) Complete(ctx context.Context, key string, d time.Duration) 
 }
 
 func (s *flakyStore) Release(ctx context.Context, key string) error {
+	s.calls = append(s.calls, "release "+key)
 	if s.releaseErr != nil {
 		return s.releaseErr
 	}
@@ -499,7 +556,7 @@ func TestIdempotencyStoreFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, _ := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", 1, textEvent("01ST", "x", time.Now(), ""))}})
+			resp, _ := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01ST", "x", time.Now(), ""))}})
 			if got[0].Outcome != tt.want || ran.Load() != tt.ran {
 				t.Fatalf("outcome %s ran %v, want %s %v (err %v)", got[0].Outcome, ran.Load(), tt.want, tt.ran, got[0].Err)
 			}
@@ -530,8 +587,8 @@ func TestCrashReportPublishFailure(t *testing.T) {
 	topic := &failingTopic{}
 	f := newFixture(t, r, WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
 	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("a", 1, textEvent("01CP1", "boom", time.Now(), "")),
-		record("b", 1, textEvent("01CP2", "fine", time.Now(), "")),
+		message("a", 1, textEvent("01CP1", "boom", time.Now(), "")),
+		message("b", 1, textEvent("01CP2", "fine", time.Now(), "")),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "a" || topic.calls != 1 {
 		t.Fatalf("resp %+v err %v publishes %d", resp, err, topic.calls)

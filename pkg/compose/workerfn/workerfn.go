@@ -56,6 +56,7 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		worker.WithMessenger(func() bot.Messenger { return lineapi.New(token, lineOpts...) }),
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithFunctionTimeout(cfg.FunctionTimeout),
+		worker.WithKeepFor(cfg.KeepCompleted),
 		worker.WithIdentity(d.Function, d.Region),
 		worker.WithSecrets(token),
 		worker.WithLogger(c.Logger),

@@ -1,0 +1,152 @@
+package workerfn_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/compose"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/idempotency"
+)
+
+// token is a plain (local) access token that does not look like one: only
+// the worker's wiring, which names it a secret, keeps it out of reports.
+const token = "plain-token-42-not-shaped"
+
+// topic records what the worker publishes.
+type topic struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (f *topic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.msgs = append(f.msgs, aws.ToString(in.Message))
+	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
+}
+
+// keepSpy remembers how long completed markers are kept.
+type keepSpy struct {
+	*idempotency.Memory
+	mu   sync.Mutex
+	keep []time.Duration
+}
+
+func (s *keepSpy) Complete(ctx context.Context, key string, keepFor time.Duration) error {
+	s.mu.Lock()
+	s.keep = append(s.keep, keepFor)
+	s.mu.Unlock()
+	return s.Memory.Complete(ctx, key, keepFor)
+}
+
+func loadConfig(t *testing.T, env map[string]string) config.Worker {
+	t.Helper()
+	base := map[string]string{
+		"LINE_CHANNEL_ACCESS_TOKEN": token, "IDEMPOTENCY_TABLE": "local",
+		"LINE_API_BASE_URL": "http://127.0.0.1:1", // never called: the handlers here send nothing
+		"OPS_TOPIC_ARN":     "arn:aws:sns:us-east-1:000000000000:ops",
+	}
+	for k, v := range env {
+		base[k] = v
+	}
+	cfg, err := config.LoadWorker(func(k string) string { return base[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func quiet() compose.Common {
+	return compose.Common{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+}
+
+// textRecord is an SQS record carrying a LINE text event as EventBridge
+// delivers it.
+func textRecord(id, text string) events.SQSMessage {
+	ev := fmt.Sprintf(`{"type":"message","mode":"active","timestamp":%d,"source":{"type":"user","userId":"Uuser0001"},"webhookEventId":%q,"deliveryContext":{"isRedelivery":false},"message":{"id":"1","type":"text","quoteToken":"q","text":%q}}`,
+		time.Now().UnixMilli(), id, text)
+	body, _ := json.Marshal(map[string]any{
+		"version": "0", "id": "eb-" + id, "detail-type": "message", "source": "line.webhook",
+		"account": "000000000000", "time": "2026-11-29T08:00:00Z", "region": "us-east-1", "resources": []string{},
+		"detail": map[string]any{"destination": "Ubot", "receivedAt": time.Now().UTC().Format(time.RFC3339Nano), "event": json.RawMessage(ev)},
+	})
+	return events.SQSMessage{MessageId: "m-" + id, Body: string(body), Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+}
+
+// A handler that panics with the access token in its message: the crash
+// report the wired worker publishes names the panic, not the token.
+func TestCrashReportsScrubTheAccessToken(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(context.Context, *bot.Event, string) error {
+		panic("LINE refused the call made with " + token)
+	})
+	ops := &topic{}
+	p, err := workerfn.New(context.Background(), loadConfig(t, nil), r,
+		workerfn.Deps{Store: idempotency.NewMemory(), Ops: ops, Function: "WorkerFunction", Region: "us-east-1"}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{textRecord("01WF1", "hi")}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("resp %+v err %v: want the panicking record failed", resp, err)
+	}
+	if len(ops.msgs) != 1 {
+		t.Fatalf("%d crash reports published, want 1", len(ops.msgs))
+	}
+	rep, err := crash.Parse([]byte(ops.msgs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ops.msgs[0], token) {
+		t.Fatalf("the access token reached the crash report: error %q", rep.Error)
+	}
+	if rep.Error != "LINE refused the call made with "+crash.Redacted || rep.Function != "WorkerFunction" {
+		t.Fatalf("report %+v: want the panic with the token redacted", rep)
+	}
+}
+
+// IDEMPOTENCY_KEEP_HOURS reaches the store: a handled event's completed
+// marker is kept that long.
+func TestCompletedMarkersKeptForConfiguredHours(t *testing.T) {
+	tests := []struct {
+		hours string
+		want  time.Duration
+	}{
+		{hours: "", want: 48 * time.Hour},
+		{hours: "336", want: 336 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run("IDEMPOTENCY_KEEP_HOURS="+tt.hours, func(t *testing.T) {
+			r := bot.NewRouter()
+			r.OnText("", func(context.Context, *bot.Event, string) error { return nil })
+			store := &keepSpy{Memory: idempotency.NewMemory()}
+			p, err := workerfn.New(context.Background(), loadConfig(t, map[string]string{"IDEMPOTENCY_KEEP_HOURS": tt.hours}), r,
+				workerfn.Deps{Store: store}, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{textRecord("01WF2", "hi")}})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("resp %+v err %v", resp, err)
+			}
+			if len(store.keep) != 1 || store.keep[0] != tt.want {
+				t.Fatalf("completed markers kept for %v, want [%v]", store.keep, tt.want)
+			}
+		})
+	}
+}

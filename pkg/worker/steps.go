@@ -1,0 +1,282 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/envelope"
+	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/telemetry"
+)
+
+// errNotDecoded is returned by a step that needs the event's head when no
+// decode step ran before it: a pipeline built in the wrong order.
+var errNotDecoded = errors.New("worker: record not decoded (decode must run before this step)")
+
+// trace starts a span per record, linked to the webhook's trace named by the
+// record's AWSTraceHeader, and records the trace id in the Result. After the
+// rest of the pipeline it annotates the span with what decode learnt and
+// ends it: with the panic and its stack when the handler panicked, with the
+// record's error otherwise.
+func trace(start StartSpan, traceID func(ctx context.Context) string) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			upstream := r.msg.Attributes["AWSTraceHeader"]
+			ctx, span := start(ctx, "record", upstream)
+			r.result.TraceID = traceID(ctx)
+			err := next(ctx, r)
+			if r.head.Type != "" {
+				span.Annotate("webhookEventId", r.head.WebhookEventID)
+				span.Annotate("eventType", r.head.Type)
+				span.Annotate("sourceType", string(r.head.SourceType))
+				if upstream != "" {
+					span.Annotate("upstreamTraceId", crash.TraceRoot(upstream))
+				}
+			}
+			if r.panicked != nil {
+				span.Panic(r.panicked.value, r.panicked.stack)
+			} else {
+				span.End(err)
+			}
+			return err
+		}
+	}
+}
+
+// account settles the record's outcome and reports it: its duration, the
+// counters (RecordsProcessed, DuplicatesSkipped, RecordsFailed,
+// HandlerPanics), the end-to-end latency of a handled event, one log line
+// (never the event's content), and the observer.
+func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now func() time.Time) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			start := now()
+			err := next(ctx, r)
+			r.settle(err)
+			res := &r.result
+			res.Duration = now().Sub(start)
+			attrs := []any{"webhookEventId", res.WebhookEventID, "type", res.Type, "outcome", string(res.Outcome),
+				"receiveCount", res.ReceiveCount, "durationMs", res.Duration.Milliseconds()}
+			switch res.Outcome {
+			case OutcomeOK:
+				m.Count("RecordsProcessed", 1)
+				if ev := r.event; ev != nil && !ev.Timestamp.IsZero() && ev.Timestamp.Unix() > 0 {
+					m.Duration("EndToEndLatency", now().Sub(ev.Timestamp))
+				}
+			case OutcomeDuplicate:
+				m.Count("DuplicatesSkipped", 1)
+			case OutcomeFailed:
+				m.Count("RecordsFailed", 1)
+				attrs = append(attrs, "error", res.Err.Error(), "panic", res.Panicked)
+			}
+			if res.Panicked {
+				m.Count("HandlerPanics", 1)
+			}
+			m.Duration("RecordDuration", res.Duration)
+			if res.Outcome == OutcomeFailed {
+				log.WarnContext(ctx, "record failed", attrs...)
+			} else {
+				log.InfoContext(ctx, "record processed", attrs...)
+			}
+			observe(*res)
+			return err
+		}
+	}
+}
+
+// decode unwraps the record's EventBridge envelope and reads the event's
+// head (type, webhookEventId, source type) without the SDK. A record that
+// cannot be decoded fails (envelope.ErrMalformed, bot.ErrEvent). The steps
+// after it run with the webhookEventId in their context when eventContext
+// is set, so every log line about the event carries it.
+func decode(eventContext func(ctx context.Context, id string) context.Context) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			_, detail, err := envelope.Decode([]byte(r.msg.Body))
+			if err != nil {
+				return err
+			}
+			h, err := bot.Peek(detail.Event)
+			if err != nil {
+				return err
+			}
+			r.detail, r.head = detail, h
+			r.result.WebhookEventID, r.result.Type = h.WebhookEventID, h.Type
+			if eventContext != nil && h.WebhookEventID != "" {
+				ctx = eventContext(ctx, h.WebhookEventID)
+			}
+			return next(ctx, r)
+		}
+	}
+}
+
+// idempotent gives the event's effect once-only semantics: it claims the
+// event's key for inProgressFor before the steps after it run. An event
+// already completed is acknowledged as OutcomeDuplicate without running
+// them; a claim held elsewhere, or a store that cannot be reached, fails the
+// record so it is retried later. When the steps after it fail, the claim is
+// released so the retry can run; when they succeed, the key is marked
+// completed for keepFor. A failed release or completion is logged and does
+// not change the outcome: the claim then simply expires, and a completion
+// failing after the effect must not run the effect again.
+func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, log *slog.Logger) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			if r.head.Type == "" {
+				return errNotDecoded
+			}
+			id := r.head.WebhookEventID
+			key := idempotency.Key(id, r.detail.Event)
+			switch err := store.Claim(ctx, key, inProgressFor); {
+			case errors.Is(err, idempotency.ErrCompleted):
+				r.result.Outcome = OutcomeDuplicate
+				return nil
+			case err != nil:
+				return fmt.Errorf("claim %s: %w", key, err)
+			}
+			if err := next(ctx, r); err != nil {
+				if rerr := store.Release(context.WithoutCancel(ctx), key); rerr != nil {
+					log.WarnContext(ctx, "release claim", "webhookEventId", id, "error", rerr.Error())
+				}
+				return err
+			}
+			if err := store.Complete(context.WithoutCancel(ctx), key, keepFor); err != nil {
+				log.ErrorContext(ctx, "mark completed", "webhookEventId", id, "error", err.Error())
+			}
+			return nil
+		}
+	}
+}
+
+// parse decodes the full event with the LINE SDK and binds it to a new LINE
+// client from newMessenger (when set), one per record. An event the SDK
+// cannot decode fails the record (bot.ErrEvent) and gets no client.
+func parse(newMessenger func() bot.Messenger) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			ev, err := bot.Parse(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
+			if err != nil {
+				return err
+			}
+			if newMessenger != nil {
+				ev.Bind(newMessenger())
+			}
+			r.event = ev
+			return next(ctx, r)
+		}
+	}
+}
+
+// crashReports is where and how crash reports are published.
+type crashReports struct {
+	pub      topicPublisher // nil: no reports
+	topic    string
+	function string
+	region   string
+	secrets  []string // scrubbed from the report, besides anything token-shaped
+}
+
+// reportCrash publishes a crash report to the ops topic when the handler
+// panicked, on the record's first receive only (a retry that panics again
+// is the same crash). The report is built from the record's Result and the
+// recovered panic, with c's secrets scrubbed. A report that cannot be built
+// or published is logged; the record's outcome never depends on it.
+func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			err := next(ctx, r)
+			if r.panicked == nil || c.pub == nil || r.result.ReceiveCount > 1 {
+				return err
+			}
+			res := r.result
+			rep := crash.New(r.panicked.value, r.panicked.stack,
+				crash.WithFunction(c.function), crash.WithEvent(res.Type, res.WebhookEventID),
+				crash.WithTraceID(res.TraceID), crash.WithRegion(c.region),
+				crash.WithReceiveCount(res.ReceiveCount), crash.WithTime(now()), crash.WithSecrets(c.secrets...))
+			body, merr := rep.Marshal()
+			if merr != nil {
+				log.ErrorContext(ctx, "crash report not built", "error", merr.Error())
+				return err
+			}
+			_, perr := c.pub.Publish(context.WithoutCancel(ctx), &sns.PublishInput{
+				TopicArn: aws.String(c.topic),
+				Subject:  aws.String("linegate crash: " + res.Type),
+				Message:  aws.String(string(body)),
+				MessageAttributes: map[string]snstypes.MessageAttributeValue{
+					crash.AttributeKind: {DataType: aws.String("String"), StringValue: aws.String(crash.KindCrash)},
+				},
+			})
+			if perr != nil {
+				log.ErrorContext(ctx, "crash report not published", "webhookEventId", res.WebhookEventID, "error", perr.Error())
+			}
+			return err
+		}
+	}
+}
+
+// timeout runs the steps after it with the record's deadline (see
+// recordContext).
+func timeout(recordTimeout, margin time.Duration) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			ctx, cancel := recordContext(ctx, recordTimeout, margin)
+			defer cancel()
+			return next(ctx, r)
+		}
+	}
+}
+
+// minRecordTime is the least time a record's handler is given, even when
+// the invocation is already inside its margin: enough to fail cleanly.
+const minRecordTime = 100 * time.Millisecond
+
+// recordContext bounds a record's handler: recordTimeout, and never closer
+// than margin to the invocation's own deadline (the rest of the record —
+// releasing the claim, the crash report, the response — needs that time),
+// but at least minRecordTime.
+func recordContext(ctx context.Context, recordTimeout, margin time.Duration) (context.Context, context.CancelFunc) {
+	d := recordTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) - margin; left < d {
+			d = max(left, minRecordTime)
+		}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// recoverPanics turns a panic of the steps after it into an error wrapping
+// ErrPanic, records the panic value and its stack for trace and reportCrash,
+// and marks the Result as panicked, so a panicking handler fails its record
+// only.
+func recoverPanics() middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					r.panicked = &panicked{value: v, stack: debug.Stack()}
+					r.result.Panicked = true
+					err = fmt.Errorf("%w: %v", ErrPanic, v)
+				}
+			}()
+			return next(ctx, r)
+		}
+	}
+}
+
+// dispatch is the end of the pipeline: the bot's router runs the event's
+// handler.
+func dispatch(d dispatcher) handler {
+	return func(ctx context.Context, r *record) error {
+		return d.Dispatch(ctx, r.event)
+	}
+}
