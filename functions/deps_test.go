@@ -5,6 +5,7 @@ package functions_test
 import (
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -60,17 +61,26 @@ var denied = map[string][]string{
 	},
 }
 
+// depsCache keeps each function's `go list -deps` answer for the tests of
+// this package (function name -> []string).
+var depsCache sync.Map
+
 // deps lists what `go list -deps` says the function's Lambda build links,
 // with the same GOOS, GOARCH and tags as the Makefile.
 func deps(t *testing.T, fn string) []string {
 	t.Helper()
+	if d, ok := depsCache.Load(fn); ok {
+		return d.([]string)
+	}
 	cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "./"+fn)
 	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps ./%s: %v\n%s", fn, err, out)
 	}
-	return strings.Fields(string(out))
+	d := strings.Fields(string(out))
+	depsCache.Store(fn, d)
+	return d
 }
 
 func TestEachFunctionLinksOnlyWhatItRuns(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/signature"
-	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // maxAPIGatewayBody is API Gateway's own payload limit (10 MB); the webhook
@@ -52,7 +51,7 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Messaging API learns them from the (validly signed) webhook.
 	a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
 
-	ctx, seg := telemetry.StartSegment(r.Context(), a.fn.Name, telemetry.Header{})
+	ctx, seg := a.runtime.startInvocation(r.Context(), a.fn.Name)
 	ctx, cancel := context.WithTimeout(ctx, a.fn.Timeout)
 	resp, err := a.handler(ctx, req)
 	cancel()

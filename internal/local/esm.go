@@ -13,7 +13,6 @@ import (
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/envelope"
-	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // eventSource is one SQS event source mapping, polled like Lambda does: long
@@ -81,7 +80,7 @@ func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message, crash
 	for i, m := range msgs {
 		ev.Records[i] = s.record(m)
 	}
-	ictx, seg := telemetry.StartSegment(ctx, s.fn.Name, telemetry.Header{})
+	ictx, seg := s.runtime.startInvocation(ctx, s.fn.Name)
 	ictx, cancel := context.WithTimeout(ictx, s.fn.Timeout)
 	resp, err := s.handle(ictx, ev)
 	cancel()

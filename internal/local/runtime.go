@@ -82,6 +82,7 @@ type Runtime struct {
 	line      *linemock.Server
 	realLINE  bool
 	collector *xraycollector.Collector
+	tracer    *telemetry.Tracer // sends this runtime's segments to collector
 	events    *eventLog
 	alarms    *alarmEvaluator
 	counters  *counters
@@ -169,14 +170,19 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 }
 
 func (r *Runtime) start(ctx, rctx context.Context) error {
-	// X-Ray: segments from every function go to a collector on loopback.
+	// X-Ray: segments from every function go to this runtime's collector on
+	// loopback. The tracer travels in the context of each invocation
+	// (startInvocation), not in process-wide SDK state, so two runtimes (or
+	// a runtime and a test's own tracing) in one process stay apart.
 	r.collector = xraycollector.New(xraycollector.WithLogger(r.log))
 	if err := r.collector.Listen(rctx, "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("x-ray collector: %w", err)
 	}
-	if err := telemetry.Configure(telemetry.WithDaemonAddress(r.collector.Addr()), telemetry.WithSampleAll()); err != nil {
+	tracer, err := telemetry.NewTracer(telemetry.WithDaemonAddress(r.collector.Addr()), telemetry.WithSampleAll())
+	if err != nil {
 		return fmt.Errorf("x-ray: %w", err)
 	}
+	r.tracer = tracer
 
 	// LINE: the local Messaging API unless a real token is configured.
 	r.realLINE = r.cfg.Getenv("LINE_CHANNEL_ACCESS_TOKEN") != ""
@@ -459,7 +465,7 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 			return fmt.Errorf("%s: event %s: topic %s is not in the template", f.LogicalID, s.Name, s.Topic)
 		}
 		invoke := func(ctx context.Context, ev events.SNSEvent) error {
-			ctx, seg := telemetry.StartSegment(ctx, f.Name, telemetry.Header{})
+			ctx, seg := r.startInvocation(ctx, f.Name)
 			ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 			defer cancel()
 			err := n.Handle(ctx, ev)
@@ -474,6 +480,14 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 		}
 	}
 	return nil
+}
+
+// startInvocation begins the segment of one invocation of function, as
+// Lambda's facade segment does, sent to this runtime's collector. Every
+// local entry point that runs a function (API Gateway, the SQS event source
+// pollers, SNS deliveries) starts its segment here.
+func (r *Runtime) startInvocation(ctx context.Context, function string) (context.Context, *telemetry.Span) {
+	return telemetry.StartSegment(r.tracer.Context(ctx), function, telemetry.Header{})
 }
 
 // queue finds a queue of the template by logical id.

@@ -1,4 +1,4 @@
-// Package collector is a local stand-in for the X-Ray daemon, used by
+// Package xraycollector is a local stand-in for the X-Ray daemon, used by
 // `linegate local`: it receives the segment documents the X-Ray SDK sends over
 // UDP, keeps them by trace id, and serves them as JSON so a developer (or a
 // test) can see each trace's segments, subsegments, annotations, errors and

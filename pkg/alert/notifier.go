@@ -37,16 +37,17 @@ type pusher interface {
 	Push(ctx context.Context, to string, retryKey string, msgs ...messaging_api.MessageInterface) error
 }
 
-// Metric names reported through WithMetrics.
+// Metric names reported through WithMetrics (docs/metrics.md lists every
+// metric of every function).
 const (
-	MetricRecords      = "AlertRecords"          // SNS records received
-	MetricMalformed    = "AlertRecordsMalformed" // records skipped as unreadable
-	MetricAlarms       = "AlertAlarmCards"       // alarm cards rendered
-	MetricCrashes      = "AlertCrashCards"       // crash cards rendered
-	MetricTextFallback = "AlertTextFallbacks"    // cards replaced by plain text (too big)
-	MetricPushes       = "AlertPushes"           // successful pushes
-	MetricPushErrors   = "AlertPushErrors"       // failed pushes
-	MetricPushDuration = "AlertPushLatency"      // duration of one push
+	MetricRecords      = "AlertRecordsReceived"    // SNS records received
+	MetricMalformed    = "AlertRecordsMalformed"   // records skipped as unreadable
+	MetricAlarms       = "AlertAlarmCardsRendered" // alarm cards rendered
+	MetricCrashes      = "AlertCrashCardsRendered" // crash cards rendered
+	MetricTextFallback = "AlertCardFallbacks"      // cards replaced by plain text (too big)
+	MetricPushes       = "AlertPushesSent"         // successful pushes
+	MetricPushErrors   = "AlertPushesFailed"       // failed pushes
+	MetricPushDuration = "AlertPushLatency"        // duration of one push
 )
 
 // ErrNoOperators is returned by New when there is nobody to notify.

@@ -56,6 +56,21 @@ func noSDKRetries(o *eventbridge.Options) { o.Retryer = aws.NopRetryer{} }
 // reach the bus are deduplicated downstream by webhookEventId.
 var ErrNotAccepted = errors.New("eventbus: not every event was accepted")
 
+// Metric names the publisher records through WithMetrics (docs/metrics.md
+// lists every metric of every function).
+const (
+	// MetricEventsPublished counts entries the bus accepted.
+	MetricEventsPublished = "EventsPublished"
+	// MetricPublishRetries counts entries re-sent after a retryable failure,
+	// once per entry and retry round.
+	MetricPublishRetries = "PublishRetries"
+	// MetricPublishFailures counts entries that did not reach the bus
+	// (rejected, too large, or still pending at the deadline).
+	MetricPublishFailures = "PublishFailures"
+	// MetricPublishLatency is the time one Publish took, retries included.
+	MetricPublishLatency = "PublishLatency"
+)
+
 // Entry is one LINE event ready for the bus.
 type Entry struct {
 	DetailType  string // the LINE event's type
@@ -190,7 +205,7 @@ func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt > 0 {
 			res.Retried += len(pending)
-			p.metrics.Count("PublishRetries", float64(len(pending)))
+			p.metrics.Count(MetricPublishRetries, float64(len(pending)))
 			if err := p.sleep(ctx, p.jitter(delay)); err != nil {
 				break
 			}
@@ -213,12 +228,12 @@ func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error
 		res.Failed = append(res.Failed, f)
 	}
 	res.Accepted = len(entries) - len(res.Failed)
-	p.metrics.Count("EventsPublished", float64(res.Accepted))
-	p.metrics.Duration("PublishLatency", time.Since(start))
+	p.metrics.Count(MetricEventsPublished, float64(res.Accepted))
+	p.metrics.Duration(MetricPublishLatency, time.Since(start))
 	if len(res.Failed) == 0 {
 		return res, nil
 	}
-	p.metrics.Count("PublishFailures", float64(len(res.Failed)))
+	p.metrics.Count(MetricPublishFailures, float64(len(res.Failed)))
 	for _, f := range res.Failed {
 		p.log.ErrorContext(ctx, "event not published", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
 	}

@@ -46,6 +46,21 @@ var (
 	ErrBot       = errors.New("unexpected destination")
 )
 
+// Metric names the handler records through WithMetrics (docs/metrics.md lists
+// every metric of every function).
+const (
+	// MetricAckLatency is the time Handle took to answer, whatever the answer.
+	MetricAckLatency = "AckLatency"
+	// MetricEventsAccepted counts events the bus accepted.
+	MetricEventsAccepted = "EventsAccepted"
+	// MetricSignaturesRejected counts requests refused with 401 for a missing
+	// or wrong signature.
+	MetricSignaturesRejected = "SignaturesRejected"
+	// MetricRequestsRejected counts requests refused for another reason: 405,
+	// 413, 400, and 401 for a destination that is not this bot.
+	MetricRequestsRejected = "RequestsRejected"
+)
+
 // publisher is the one call ingress makes on the bus.
 type publisher interface {
 	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
@@ -155,32 +170,32 @@ var (
 func (h *Handler) Handle(ctx context.Context, method, sig string, body []byte) (Response, error) {
 	start := h.now()
 	resp, err := h.handle(ctx, start, method, sig, body)
-	h.metrics.Duration("AckLatency", h.now().Sub(start))
+	h.metrics.Duration(MetricAckLatency, h.now().Sub(start))
 	return resp, err
 }
 
 func (h *Handler) handle(ctx context.Context, start time.Time, method, sig string, body []byte) (Response, error) {
 	if method != "POST" {
-		h.metrics.Count("RequestsRejected", 1)
+		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{405, bodyMethod}, ErrMethod
 	}
 	if int64(len(body)) > h.maxBody {
-		h.metrics.Count("RequestsRejected", 1)
+		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{413, bodyTooLarge}, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(body))
 	}
 	if !signature.Verify(body, sig, h.secrets...) {
-		h.metrics.Count("SignaturesRejected", 1)
+		h.metrics.Count(MetricSignaturesRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
 	}
 	dest, entries, err := h.split(ctx, body, start)
 	if err != nil {
-		h.metrics.Count("RequestsRejected", 1)
+		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{400, bodyInvalid}, err
 	}
 	if h.botUserID != "" && dest != h.botUserID {
-		h.metrics.Count("RequestsRejected", 1)
+		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
 		return Response{401, bodyBot}, ErrBot
 	}
@@ -188,7 +203,7 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		return Response{200, okBody(0)}, nil
 	}
 	res, err := h.pub.Publish(ctx, entries)
-	h.metrics.Count("EventsAccepted", float64(res.Accepted))
+	h.metrics.Count(MetricEventsAccepted, float64(res.Accepted))
 	if err != nil {
 		return Response{500, bodyPublish}, fmt.Errorf("%w: %w", ErrPublish, err)
 	}

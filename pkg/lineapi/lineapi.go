@@ -49,16 +49,18 @@ const (
 	MaxMessages = 5
 )
 
-// Metric names this package counts (via WithMetrics).
+// Metric names this package records through WithMetrics (docs/metrics.md
+// lists every metric of every function). "Calls" are the client's methods
+// (a reply, a push, a loading animation); "requests" are their HTTP attempts.
 const (
-	MetricReplies         = "LineReplies"         // replies LINE accepted
-	MetricPushes          = "LinePushes"          // pushes LINE accepted (first time)
-	MetricReplyFallbacks  = "LineReplyFallbacks"  // sends with a reply token that pushed instead
-	MetricRateLimited     = "LineRateLimited"     // 429 answers, retried or not
-	MetricErrors          = "LineErrors"          // errors returned to callers
-	MetricDuplicatePushes = "LineDuplicatePushes" // pushes answered 409: already sent
-	MetricRetries         = "LineRetries"         // attempts repeated after a failure
-	MetricLatency         = "LineLatency"         // duration of each HTTP attempt
+	MetricReplies         = "LineRepliesSent"        // replies LINE accepted
+	MetricPushes          = "LinePushesSent"         // pushes LINE accepted (first time)
+	MetricReplyFallbacks  = "LineReplyFallbacks"     // sends with a reply token that pushed instead
+	MetricRateLimited     = "LineRequestsThrottled"  // HTTP attempts answered 429, retried or not
+	MetricErrors          = "LineCallsFailed"        // calls that returned an error to their caller
+	MetricDuplicatePushes = "LinePushesDeduplicated" // pushes answered 409: already sent with that retry key
+	MetricRetries         = "LineRequestsRetried"    // HTTP attempts repeated after a failure
+	MetricLatency         = "LineRequestLatency"     // duration of each HTTP attempt
 )
 
 // Via says how a message was delivered.
@@ -125,9 +127,9 @@ func WithRetryAfterCap(d time.Duration) Option { return func(c *Client) { c.retr
 // and message text are never logged.
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
-// WithMetrics counts LineReplies, LinePushes, LineReplyFallbacks,
-// LineRateLimited, LineErrors, LineDuplicatePushes and LineRetries, and
-// records LineLatency per HTTP attempt.
+// WithMetrics counts LineRepliesSent, LinePushesSent, LineReplyFallbacks,
+// LineRequestsThrottled, LineCallsFailed, LinePushesDeduplicated and
+// LineRequestsRetried, and records LineRequestLatency per HTTP attempt.
 func WithMetrics(r telemetry.Recorder) Option { return func(c *Client) { c.metrics = r } }
 
 // Client calls the Messaging API with one channel access token. Make one per

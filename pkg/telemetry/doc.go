@@ -1,18 +1,22 @@
 // Package telemetry is linegate's single seam to observability: X-Ray tracing,
 // structured JSON logs and CloudWatch Embedded Metric Format (EMF) metrics.
 //
-// It is the only package that imports the AWS X-Ray SDK (whose support ends
-// 2027-02-25), so tracing can move to OpenTelemetry by rewriting this package
-// alone: the cores (webhook, worker, notifier) call StartSubsegment,
-// TraceHeader, TraceID, NewLogger and NewMetrics and never see the SDK.
+// It is the only package that imports the AWS X-Ray SDK for Go v2 (whose
+// support ends 2027-02-25), so tracing can move to OpenTelemetry by rewriting
+// this package alone: the cores (webhook, worker, notifier) call
+// StartSubsegment, TraceHeader, TraceID, NewLogger and the Recorder port, and
+// never see the SDK. The files follow that split: trace.go holds spans and
+// trace ids, clients.go the instrumentation of AWS and HTTP clients,
+// tracer.go where segments go (Configure, NewTracer), header.go the X-Ray
+// trace header, log.go the logs, emf.go and recorder.go the metrics.
 //
-// Two builds. By default tracing is the AWS X-Ray SDK for Go v2 (segments,
-// awsv2.AWSV2Instrumentor for SDK clients, xray.Client for HTTP). With the
-// build tag xraylite — the webhook Lambda's build — the same API is served by
-// a small emitter that writes segment documents to the X-Ray daemon over UDP
-// itself: the SDK's core package imports grpc and fasthttp (about 10 MB of
-// binary and milliseconds of init) that the webhook, which LINE waits on,
-// does not need. Both builds pass the same tests against the collector.
+// Where segments go. In Lambda nothing needs configuring: the SDK sends to the
+// daemon at AWS_XRAY_DAEMON_ADDRESS and the invocation's facade segment comes
+// from the context aws-lambda-go builds. Code that starts its own segments
+// outside Lambda (linegate local) carries its configuration in the context
+// instead, with a Tracer: two local runtimes, or a test and a runtime, in one
+// process each send to their own collector. Configure, which changes the
+// process-wide default, is for a main that owns the whole process.
 //
 // Every tracing call is a safe no-op when the context carries no segment (unit
 // tests, local runs without a collector): no panic, no "segment cannot be
@@ -24,6 +28,6 @@
 // so the console filter `annotation.upstreamTraceId = "1-..."` finds every
 // downstream trace of one webhook). The v2 SDK's segment document has no
 // "links" member, so annotations are the representation; the local collector
-// (package collector) turns them, and any native "links" member a future
+// (internal/xraycollector) turns them, and any native "links" member a future
 // OpenTelemetry emitter sends, into the "links" of its JSON view.
 package telemetry

@@ -1,125 +1,38 @@
-//go:build !xraylite
-
 package telemetry
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-xray-sdk-go/v2/header"
-	"github.com/aws/aws-xray-sdk-go/v2/instrumentation/awsv2"
-	"github.com/aws/aws-xray-sdk-go/v2/strategy/ctxmissing"
 	"github.com/aws/aws-xray-sdk-go/v2/strategy/exception"
-	"github.com/aws/aws-xray-sdk-go/v2/strategy/sampling"
 	"github.com/aws/aws-xray-sdk-go/v2/xray"
-	"github.com/aws/aws-xray-sdk-go/v2/xraylog"
+)
+
+// Annotation keys (*Span).Link writes; the collector reads the same names.
+const (
+	// AnnotationUpstreamTraceID holds the trace id of the trace that caused
+	// this one (the webhook's trace, seen from the worker).
+	AnnotationUpstreamTraceID = "upstreamTraceId"
+	// AnnotationUpstreamParentID holds the id of the upstream (sub)segment
+	// that handed the work off (the PutEvents subsegment).
+	AnnotationUpstreamParentID = "upstreamParentId"
 )
 
 // noOpTraceID is the trace id the SDK gives unsampled segments.
 const noOpTraceID = "1-00000000-000000000000000000000000"
 
-func init() {
-	// Safe defaults before any Configure call: a missing segment is silently
-	// ignored (the SDK's default would log "failed to begin subsegment") and
-	// the SDK's own chatter goes to stderr as JSON at WARN and above instead
-	// of plain text on stdout, where it would corrupt JSON log lines.
-	_ = xray.Configure(xray.Config{ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()})
-	xray.SetLogger(sdkLogger{log: slog.New(slog.NewJSONHandler(os.Stderr, nil)), min: xraylog.LogLevelWarn})
-}
-
-// Configure sets where and how segments are emitted. It changes process-wide
-// SDK state: call it once at start-up, before any segment exists. Without a
-// call the SDK defaults apply (AWS_XRAY_DAEMON_ADDRESS or 127.0.0.1:2000),
-// which is what Lambda needs. AWS_XRAY_CONTEXT_MISSING, when set, still
-// overrides the silent missing-context strategy (the SDK's rule).
-func Configure(opts ...ConfigOption) error {
-	var c traceConfig
-	for _, o := range opts {
-		o(&c)
-	}
-	cfg := xray.Config{
-		ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy(),
-		ServiceVersion:         c.serviceVersion,
-	}
-	if c.daemonAddr != "" {
-		addr, err := net.ResolveUDPAddr("udp", c.daemonAddr)
-		if err != nil {
-			return fmt.Errorf("telemetry: daemon address %q: %w", c.daemonAddr, err)
-		}
-		em, err := xray.NewDefaultEmitter(addr)
-		if err != nil {
-			return fmt.Errorf("telemetry: emitter for %s: %w", addr, err)
-		}
-		cfg.Emitter = pinnedEmitter{em}
-		// A local batch of ten records with their DynamoDB and LINE calls
-		// would otherwise be one segment document over UDP's 64 KB: stream
-		// every finished subsegment on its own instead.
-		stream, err := xray.NewDefaultStreamingStrategyWithMaxSubsegmentCount(1)
-		if err != nil {
-			return fmt.Errorf("telemetry: streaming strategy: %w", err)
-		}
-		cfg.StreamingStrategy = stream
-	}
-	if c.sampleAll {
-		cfg.SamplingStrategy = sampleAll{}
-	}
-	if err := xray.Configure(cfg); err != nil {
-		return fmt.Errorf("telemetry: configure x-ray: %w", err)
-	}
-	if c.sdkLog != nil {
-		xray.SetLogger(sdkLogger{log: c.sdkLog, min: xraylog.LogLevelWarn})
-	}
-	return nil
-}
-
-// pinnedEmitter keeps an explicitly configured address: the SDK re-points
-// emitters at AWS_XRAY_DAEMON_ADDRESS on every Configure, which would send a
-// local run's segments away from its collector.
-type pinnedEmitter struct{ *xray.DefaultEmitter }
-
-// RefreshEmitterWithAddress ignores the SDK's re-pointing (see pinnedEmitter).
-func (pinnedEmitter) RefreshEmitterWithAddress(*net.UDPAddr) {}
-
-// sampleAll is a sampling strategy that keeps every trace.
-type sampleAll struct{}
-
-// ShouldTrace samples every request.
-func (sampleAll) ShouldTrace(*sampling.Request) *sampling.Decision {
-	return &sampling.Decision{Sample: true}
-}
-
-// sdkLogger adapts slog to the SDK's logger interface.
-type sdkLogger struct {
-	log *slog.Logger
-	min xraylog.LogLevel
-}
-
-// Log forwards WARN and ERROR messages to slog, dropping missing-context ones.
-func (l sdkLogger) Log(level xraylog.LogLevel, msg fmt.Stringer) {
-	if level < l.min {
-		return
-	}
-	text := msg.String()
-	if strings.Contains(text, "context missing") || strings.Contains(text, "cannot be found") {
-		// A call without a trace is expected (tests, local runs, background
-		// work); AWS_XRAY_CONTEXT_MISSING=LOG_ERROR (Lambda's setting) would
-		// otherwise log it on every untraced AWS call.
-		return
-	}
-	lvl := slog.LevelWarn
-	if level >= xraylog.LogLevelError {
-		lvl = slog.LevelError
-	}
-	l.log.Log(context.Background(), lvl, "x-ray sdk: "+text)
-}
+// lambdaTraceEnv is the environment variable the Lambda runtime sets to the
+// current invocation's trace header.
+const lambdaTraceEnv = "_X_AMZN_TRACE_ID"
 
 // Span is one X-Ray segment or subsegment. A nil *Span and a Span started
 // without a trace in its context are no-ops, so callers never check. Methods
@@ -133,7 +46,7 @@ type Span struct {
 // hasTrace reports whether ctx carries a segment or a Lambda trace header the
 // SDK can hang a subsegment on.
 func hasTrace(ctx context.Context) bool {
-	if sdkDisabled() {
+	if xray.SdkDisabled() {
 		return false
 	}
 	if xray.GetSegment(ctx) != nil {
@@ -179,11 +92,13 @@ func StartAWSCall(ctx context.Context, service, operation, region string) (conte
 // Lambda (linegate local starts one per function invocation, as Lambda's
 // facade segment does). With a parent header carrying a Root, the segment
 // continues that trace and takes its sampling decision; otherwise it starts a
-// new trace sampled by the configured strategy. The segment is emitted when
-// End is called (or when ctx is cancelled). With AWS_XRAY_SDK_DISABLED=true it
+// new trace sampled by the configured strategy. The configuration is the
+// Tracer's when ctx went through (*Tracer).Context, else the process-wide
+// one; the segment's subsegments follow it. The segment is emitted when End
+// is called (or when ctx is cancelled). With AWS_XRAY_SDK_DISABLED=true it
 // returns a no-op Span.
 func StartSegment(ctx context.Context, name string, parent Header) (context.Context, *Span) {
-	if sdkDisabled() {
+	if xray.SdkDisabled() {
 		return ctx, &Span{}
 	}
 	if parent.Root == "" {
@@ -217,6 +132,19 @@ func (s *Span) Metadata(key string, value any) {
 		return
 	}
 	_ = s.seg.AddMetadata(key, value)
+}
+
+// Link records that this span's work was caused by the (sub)segment upstream
+// names, in another trace: the webhook's PutEvents subsegment, seen from the
+// worker. See the package doc for the representation.
+func (s *Span) Link(upstream Header) {
+	if upstream.Root == "" {
+		return
+	}
+	s.Annotate(AnnotationUpstreamTraceID, upstream.Root)
+	if upstream.Parent != "" {
+		s.Annotate(AnnotationUpstreamParentID, upstream.Parent)
+	}
 }
 
 // SetHTTPStatus records the HTTP status this span answered or received and
@@ -270,7 +198,7 @@ func (s *Span) Panic(v any, stack []byte) {
 			ID:      newExceptionID(),
 			Type:    "panic",
 			Message: fmt.Sprint(v),
-			Stack:   sdkStack(parseStack(stack, maxStackFrames)),
+			Stack:   parseStack(stack, maxStackFrames),
 		})
 	}
 	s.seg.Unlock()
@@ -303,7 +231,7 @@ func (s *Span) ID() string {
 // segmentOf returns the (sub)segment in ctx, nil when there is none or the
 // SDK is disabled (AWS_XRAY_SDK_DISABLED=true gives hollow segments).
 func segmentOf(ctx context.Context) *xray.Segment {
-	if sdkDisabled() {
+	if xray.SdkDisabled() {
 		return nil
 	}
 	return xray.GetSegment(ctx)
@@ -352,52 +280,117 @@ func TraceID(ctx context.Context) string {
 	return ambientTraceID(ctx)
 }
 
-// InstrumentAWS makes every call of clients built from cfg (EventBridge, SQS,
-// SNS, DynamoDB, SSM, ...) a subsegment of the segment in the call's context.
-// Calls without a trace in their context run untraced and silently.
-func InstrumentAWS(cfg *aws.Config) {
-	if cfg == nil {
-		return
+// lambdaHeader returns the invocation's trace header aws-lambda-go put in ctx.
+func lambdaHeader(ctx context.Context) Header {
+	s, _ := ctx.Value(xray.LambdaTraceHeaderKey).(string)
+	if s == "" {
+		return Header{}
 	}
-	awsv2.AWSV2Instrumentor(&cfg.APIOptions)
+	h, err := ParseTraceHeader(s)
+	if err != nil {
+		return Header{}
+	}
+	return h
 }
 
-// HTTPClient returns a copy of c (http.DefaultClient when nil) whose requests
-// become subsegments named after the host, carrying X-Amzn-Trace-Id, when
-// their context holds a trace. Requests without one go straight to the
-// original transport: no header, no SDK warning.
-func HTTPClient(c *http.Client) *http.Client {
-	if c == nil {
-		c = http.DefaultClient
+// ambientTraceID is the trace id TraceID falls back to without a segment in
+// ctx: the Lambda header in ctx, else the _X_AMZN_TRACE_ID variable.
+func ambientTraceID(ctx context.Context) string {
+	if h := lambdaHeader(ctx); h.Root != "" {
+		return h.Root
 	}
-	base := c.Transport
-	if base == nil {
-		base = http.DefaultTransport
+	if env := os.Getenv(lambdaTraceEnv); env != "" {
+		if h, err := ParseTraceHeader(env); err == nil {
+			return h.Root
+		}
 	}
-	out := *c
-	out.Transport = &traceTransport{base: base, traced: xray.RoundTripper(base)}
-	return &out
+	return ""
 }
 
-// traceTransport routes a request through the X-Ray round tripper only when
-// its context carries a trace.
-type traceTransport struct {
-	base, traced http.RoundTripper
+// annotationKey maps key to the characters X-Ray keeps in annotation keys.
+func annotationKey(key string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, key)
 }
 
-// RoundTrip sends r through X-Ray when its context is traced.
-func (t *traceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if hasTrace(r.Context()) {
-		return t.traced.RoundTrip(r)
+// annotationValue converts v to one of the types X-Ray accepts (string,
+// bool, int, uint, float64).
+func annotationValue(v any) any {
+	switch x := v.(type) {
+	case string, bool, int, uint, float64:
+		return x
+	case float32:
+		return float64(x)
+	case int8:
+		return int(x)
+	case int16:
+		return int(x)
+	case int32:
+		return int(x)
+	case int64:
+		return int(x)
+	case uint8:
+		return uint(x)
+	case uint16:
+		return uint(x)
+	case uint32:
+		return uint(x)
+	case uint64:
+		return uint(x)
+	case fmt.Stringer:
+		return x.String()
+	case error:
+		return x.Error()
+	default:
+		return fmt.Sprint(x)
 	}
-	return t.base.RoundTrip(r)
 }
 
-// sdkStack converts parsed frames to the SDK's exception stack type.
-func sdkStack(frames []stackFrame) []exception.Stack {
-	out := make([]exception.Stack, len(frames))
-	for i, f := range frames {
-		out[i] = exception.Stack{Path: f.Path, Line: f.Line, Label: f.Label}
+// maxStackFrames bounds the frames recorded for a panic (the SDK's own cap).
+const maxStackFrames = 32
+
+// parseStack turns runtime/debug.Stack output into the frames of an X-Ray
+// exception: pairs of "pkg.Func(args)" and "\t/path/file.go:123 +0x1d" lines.
+// Lines that do not fit the pattern are skipped; at most limit frames are
+// returned.
+func parseStack(stack []byte, limit int) []exception.Stack {
+	lines := strings.Split(string(stack), "\n")
+	var out []exception.Stack
+	for i := 0; i+1 < len(lines) && len(out) < limit; i++ {
+		fn := lines[i]
+		loc := lines[i+1]
+		if fn == "" || strings.HasPrefix(fn, "\t") || !strings.HasPrefix(loc, "\t") {
+			continue
+		}
+		loc = strings.TrimPrefix(loc, "\t")
+		if sp := strings.LastIndexByte(loc, ' '); sp > 0 {
+			loc = loc[:sp]
+		}
+		colon := strings.LastIndexByte(loc, ':')
+		if colon <= 0 {
+			continue
+		}
+		line, err := strconv.Atoi(loc[colon+1:])
+		if err != nil {
+			continue
+		}
+		if p := strings.LastIndexByte(fn, '('); p > 0 {
+			fn = fn[:p]
+		}
+		out = append(out, exception.Stack{Path: loc[:colon], Line: line, Label: fn})
+		i++
 	}
 	return out
+}
+
+// newExceptionID returns a random 16-hex-digit id for an exception record
+// (the SDK only mints them for errors it formats itself).
+func newExceptionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -65,36 +65,55 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitTrace waits until the collector holds trace id with every segment in
-// ids finished, and returns its segments by id. UDP delivery is asynchronous,
-// so this waits on the collector's change notifications (bounded at 10 s).
+// waitTrace waits until the process-wide collector holds trace id with every
+// segment in ids finished, and returns its segments by id.
 func waitTrace(t *testing.T, id string, ids ...string) (xraycollector.Trace, map[string]xraycollector.Segment) {
+	t.Helper()
+	return waitTraceIn(t, col, id, ids...)
+}
+
+// waitTraceIn waits until c holds trace id with every segment in ids
+// finished, and returns its segments by id.
+func waitTraceIn(t *testing.T, c *xraycollector.Collector, id string, ids ...string) (xraycollector.Trace, map[string]xraycollector.Segment) {
+	t.Helper()
+	tr := waitUntil(t, c, id, fmt.Sprintf("segments %v finished", ids), func(tr xraycollector.Trace) bool {
+		for _, want := range ids {
+			if s, ok := segmentByID(tr)[want]; !ok || s.InProgress {
+				return false
+			}
+		}
+		return true
+	})
+	return tr, segmentByID(tr)
+}
+
+// waitUntil waits until c holds trace id and cond holds for it. UDP delivery
+// is asynchronous, so this waits on the collector's change notifications,
+// bounded at 10 s; on time-out it reports what the collector had.
+func waitUntil(t *testing.T, c *xraycollector.Collector, id, what string, cond func(xraycollector.Trace) bool) xraycollector.Trace {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		changed := col.Changed()
-		if tr, ok := col.Trace(id); ok {
-			byID := map[string]xraycollector.Segment{}
-			for _, s := range tr.Segments {
-				byID[s.ID] = s
-			}
-			done := true
-			for _, want := range ids {
-				if s, ok := byID[want]; !ok || s.InProgress {
-					done = false
-				}
-			}
-			if done {
-				return tr, byID
-			}
+		changed := c.Changed()
+		if tr, ok := c.Trace(id); ok && cond(tr) {
+			return tr
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			tr, _ := col.Trace(id)
-			t.Fatalf("trace %s with segments %v did not arrive; have %+v", id, ids, tr)
+			tr, ok := c.Trace(id)
+			t.Fatalf("trace %s: %s did not happen within 10s; collector %s has the trace: %v, segments %+v", id, what, c.Addr(), ok, tr.Segments)
 		}
 	}
+}
+
+// segmentByID indexes a trace's segments by id.
+func segmentByID(tr xraycollector.Trace) map[string]xraycollector.Segment {
+	by := make(map[string]xraycollector.Segment, len(tr.Segments))
+	for _, s := range tr.Segments {
+		by[s.ID] = s
+	}
+	return by
 }
 
 // childrenOf returns the segments whose parent is id.
