@@ -14,29 +14,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is the tests' clock, stopped at a fixed instant.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // seqIDs returns deterministic request IDs req-0001, req-0002, ...
 func seqIDs() func() string {

@@ -16,6 +16,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 const (
@@ -23,23 +24,6 @@ const (
 	user    = "U0123456789abcdef0123456789abcdef"
 	eventID = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type metrics struct {
 	mu     sync.Mutex
@@ -65,7 +49,7 @@ func (m *metrics) get(name string) float64 {
 type env struct {
 	mock    *linemock.Server
 	srv     *httptest.Server
-	clk     *clock
+	clk     *testclock.Clock
 	metrics *metrics
 	logs    *bytes.Buffer
 
@@ -76,7 +60,7 @@ type env struct {
 func newEnv(t *testing.T, mockOpts ...linemock.Option) *env {
 	t.Helper()
 	e := &env{
-		clk:     &clock{t: time.Now()},
+		clk:     testclock.New(time.Now()),
 		metrics: &metrics{counts: map[string]float64{}},
 		logs:    &bytes.Buffer{},
 	}

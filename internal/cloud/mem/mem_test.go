@@ -27,32 +27,16 @@ import (
 	smithy "github.com/aws/smithy-go"
 
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var t0 = time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC)
 
-func newCloud(t *testing.T, opts ...mem.Option) (*mem.Cloud, *fakeClock) {
+func newCloud(t *testing.T, opts ...mem.Option) (*mem.Cloud, *testclock.Clock) {
 	t.Helper()
-	clk := &fakeClock{now: t0}
+	clk := testclock.New(t0)
 	c := mem.New(append([]mem.Option{mem.WithClock(clk.Now)}, opts...)...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, clk
