@@ -1,9 +1,7 @@
 package lineplatform
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/golden"
+
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 	"github.com/oklog/ulid/v2"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
 
 var fixedNow = time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
 
@@ -156,19 +154,7 @@ func TestBuildersGolden(t *testing.T) {
 			if !json.Valid(got) {
 				t.Fatalf("invalid JSON: %s", got)
 			}
-			path := filepath.Join("testdata", "golden", tc.name+".json")
-			if *update {
-				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if !bytes.Equal(got, bytes.TrimSuffix(want, []byte("\n"))) {
-				t.Fatalf("output differs from %s:\n got %s\nwant %s", path, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", tc.name+".json"), append(got, '\n'))
 		})
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -15,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/linegate/linegate/internal/golden"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,8 +29,6 @@ import (
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/testclock"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var t0 = time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC)
 
@@ -79,9 +77,9 @@ func code(err error) string {
 	return ""
 }
 
-// golden compares got (JSON) with testdata/name after masking generated
-// IDs; -update rewrites the file.
-func golden(t *testing.T, name string, got []byte) {
+// checkJSON compares got (JSON) with testdata/name after masking
+// generated IDs and indenting.
+func checkJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
 	uuidRE := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	got = uuidRE.ReplaceAll(got, []byte("00000000-0000-0000-0000-000000000000"))
@@ -90,19 +88,7 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatalf("golden %s: not JSON: %v\n%s", name, err, got)
 	}
 	buf.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("%s differs from golden:\n got: %s\nwant: %s", name, buf.Bytes(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), buf.Bytes())
 }
 
 func TestQueueURLsAndARNsLookLikeAWS(t *testing.T) {
@@ -653,7 +639,7 @@ func TestDeliveredShapes(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "eventbridge_event.json", []byte(*receive(t, c, url)[0].Body))
+	checkJSON(t, "eventbridge_event.json", []byte(*receive(t, c, url)[0].Body))
 
 	subURL, subArn := createQueue(t, c, "sub", nil)
 	tp, _ := c.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("ops")})
@@ -666,11 +652,11 @@ func TestDeliveredShapes(t *testing.T) {
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("alarm")}}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sns_notification.json", []byte(*receive(t, c, subURL)[0].Body))
+	checkJSON(t, "sns_notification.json", []byte(*receive(t, c, subURL)[0].Body))
 	select {
 	case ev := <-got:
 		b, _ := json.Marshal(ev)
-		golden(t, "sns_lambda_event.json", b)
+		checkJSON(t, "sns_lambda_event.json", b)
 	case <-time.After(5 * time.Second):
 		t.Fatal("SubscribeFunc was not called")
 	}
