@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/linegate/linegate/pkg/bot"
 )
 
@@ -109,7 +111,7 @@ func (h *handler) handle(ctx context.Context, e *bot.Event, text string) error {
 			return fmt.Errorf("event %d: %w", n, ErrTransient)
 		}
 	}
-	if err := sleepCtx(ctx, h.work); err != nil {
+	if err := wait.Sleep(ctx, h.work); err != nil {
 		return fmt.Errorf("event %d: simulated work: %w", n, err)
 	}
 	return e.ReplyText(ctx, doneText(n))
@@ -123,19 +125,4 @@ func (h *handler) firstAttempt(id string) bool {
 	}
 	h.tried[id] = true
 	return true
-}
-
-// sleepCtx waits d unless ctx ends first, whose error it then returns.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

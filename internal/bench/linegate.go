@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/internal/linemock"
@@ -304,7 +306,7 @@ func newAlarmWatch(rt *local.Runtime, names []string, client *http.Client) *alar
 func (w *alarmWatch) run(ctx context.Context, every time.Duration) {
 	for {
 		w.poll(ctx)
-		if sleepCtx(ctx, every) != nil {
+		if wait.Sleep(ctx, every) != nil {
 			return
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 )
@@ -154,7 +156,7 @@ func drain(ctx context.Context, timeout time.Duration, idle func() bool, done fu
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		_ = sleepCtx(ctx, 50*time.Millisecond)
+		_ = wait.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 

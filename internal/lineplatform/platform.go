@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/linegate/linegate/pkg/signature"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -192,7 +194,7 @@ func New(webhookURL string, secret []byte, opts ...Option) *Platform {
 		timeout:     DefaultTimeout,
 		destination: DefaultDestination,
 		now:         time.Now,
-		sleep:       sleepCtx,
+		sleep:       wait.Sleep,
 		metrics:     telemetry.Discard,
 		entropySrc:  rand.Reader,
 	}
@@ -372,18 +374,4 @@ func eventIDs(events []json.RawMessage) []string {
 		}
 	}
 	return ids
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	}
-	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -50,7 +52,7 @@ func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.runtime.log.Warn("receive failed", "queue", s.queue.Name, "error", err.Error())
-				sleep(ctx, 200*time.Millisecond)
+				_ = wait.Sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
@@ -165,13 +167,4 @@ func scaled(d time.Duration, k float64) time.Duration {
 		return d
 	}
 	return time.Duration(float64(d) / k)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
@@ -42,13 +44,9 @@ type tracedBus struct {
 func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	ctx, span := telemetry.StartAWSCall(ctx, "EventBridge", "PutEvents", b.region)
 	if b.latency > 0 {
-		t := time.NewTimer(b.latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			span.End(ctx.Err())
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := wait.Sleep(ctx, b.latency); err != nil {
+			span.End(err)
+			return nil, err
 		}
 	}
 	out, err := b.next.PutEvents(ctx, in, opts...)

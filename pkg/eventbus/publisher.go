@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -147,7 +149,7 @@ func NewPublisher(api eventPutter, bus string, opts ...Option) *Publisher {
 		api: api, bus: bus, source: DefaultSource,
 		deadline: 800 * time.Millisecond, backoff: 25 * time.Millisecond, maxBackoff: 200 * time.Millisecond,
 		parallel: 4, maxEntry: MaxEntryBytes, maxRequest: MaxRequestBytes,
-		log: slog.Default(), metrics: telemetry.Discard, sleep: sleepCtx,
+		log: slog.Default(), metrics: telemetry.Discard, sleep: wait.Sleep,
 		jitter: func(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) },
 	}
 	for _, o := range opts {
@@ -295,15 +297,4 @@ func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (ret
 		failed = append(failed, Failure{EventID: entries[batch[k]].EventID, Code: *r.ErrorCode, Message: aws.ToString(r.ErrorMessage)})
 	}
 	return retry, failed
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -192,7 +194,7 @@ func TestRetriesStopAtDeadline(t *testing.T) {
 		mu.Lock()
 		slept += d
 		mu.Unlock()
-		return sleepCtx(ctx, d)
+		return wait.Sleep(ctx, d)
 	}
 	p := NewPublisher(bus, "bus", WithDeadline(120*time.Millisecond), WithBackoff(10*time.Millisecond, 40*time.Millisecond), WithSleep(sleep))
 	res, err := p.Publish(context.Background(), entries(2, 40))

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/linegate/linegate/pkg/wait"
+
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
@@ -158,7 +160,7 @@ func New(token string, opts ...Option) *Client {
 		token:         token,
 		baseURL:       DefaultBaseURL,
 		now:           time.Now,
-		sleep:         sleepCtx,
+		sleep:         wait.Sleep,
 		jitter:        func(d time.Duration) time.Duration { return rand.N(d + 1) },
 		maxAttempts:   DefaultMaxAttempts,
 		backoffBase:   DefaultBackoffBase,
@@ -358,20 +360,6 @@ func checkMessages(msgs []messaging_api.MessageInterface) error {
 		}
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 type dropEmptyRetryKey struct{ next http.RoundTripper }
