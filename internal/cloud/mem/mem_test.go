@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/testmetrics"
+
 	"github.com/linegate/linegate/internal/golden"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -501,27 +503,8 @@ func TestPutEventsPerEntryOutcomes(t *testing.T) {
 	}
 }
 
-type countRecorder struct {
-	mu sync.Mutex
-	n  map[string]float64
-}
-
-func (r *countRecorder) Count(name string, n float64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.n[name] += n
-}
-
-func (r *countRecorder) Duration(string, time.Duration) {}
-
-func (r *countRecorder) get(name string) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.n[name]
-}
-
 func TestTargetFailureGoesToTargetDLQ(t *testing.T) {
-	rec := &countRecorder{n: map[string]float64{}}
+	rec := &testmetrics.Recorder{}
 	c, _ := newCloud(t, mem.WithMetrics(rec))
 	ctx := context.Background()
 	dlqURL, dlqArn := createQueue(t, c, "target-dlq", nil)
@@ -550,8 +533,8 @@ func TestTargetFailureGoesToTargetDLQ(t *testing.T) {
 	if json.Unmarshal([]byte(*msgs[0].Body), &ev) != nil || ev["detail"].(map[string]any)["k"] != "v" {
 		t.Errorf("DLQ body is not the event: %s", *msgs[0].Body)
 	}
-	if rec.get("InvocationsSentToDlq") != 1 || rec.get("FailedInvocations") != 1 {
-		t.Errorf("metrics = %v, want one dead-lettered and one dropped", rec.n)
+	if rec.Total("InvocationsSentToDlq") != 1 || rec.Total("FailedInvocations") != 1 {
+		t.Errorf("metrics = %v, want one dead-lettered and one dropped", rec.Counts())
 	}
 }
 
