@@ -293,7 +293,10 @@ func queueAttrs(t *testing.T, b Backend, q queueRef) map[string]string {
 	return out.Attributes
 }
 
-func apiCode(err error) string {
+// ErrorCode is the AWS error code err carries (as a smithy.APIError,
+// wrapped or not), or "": how the suite, and a backend's own tests, tell
+// AWS's errors apart without depending on their Go types.
+func ErrorCode(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return ae.ErrorCode()
@@ -535,7 +538,7 @@ func testBatchReceive(t *testing.T, b Backend) {
 func testReceiveOverTen(t *testing.T, b Backend) {
 	q := createQueue(t, b, "over", nil)
 	_, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 11})
-	if code := apiCode(err); code != "InvalidParameterValue" {
+	if code := ErrorCode(err); code != "InvalidParameterValue" {
 		t.Fatalf("ReceiveMessage(MaxNumberOfMessages=11) = %v (code %q), want InvalidParameterValue", err, code)
 	}
 }
@@ -879,7 +882,7 @@ func testOverTenEntries(t *testing.T, b Backend) {
 		entries = append(entries, ebtypes.PutEventsRequestEntry{Source: aws.String("app"), DetailType: aws.String("x"), Detail: aws.String(`{}`)})
 	}
 	_, err := b.EventBridge.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: entries})
-	if code := apiCode(err); code != "ValidationException" {
+	if code := ErrorCode(err); code != "ValidationException" {
 		t.Fatalf("PutEvents(11 entries) = %v (code %q), want ValidationException", err, code)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/cloud/cloudtest"
+
 	"github.com/linegate/linegate/internal/testmetrics"
 
 	"github.com/linegate/linegate/internal/golden"
@@ -69,14 +71,6 @@ func receive(t *testing.T, c *mem.Cloud, url string) []sqstypes.Message {
 		t.Fatalf("ReceiveMessage: %v", err)
 	}
 	return out.Messages
-}
-
-func code(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
 }
 
 // checkJSON compares got (JSON) with testdata/name after masking
@@ -141,7 +135,7 @@ func TestQueueValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bad name!")}); code(err) != "InvalidParameterValue" {
+	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bad name!")}); cloudtest.ErrorCode(err) != "InvalidParameterValue" {
 		t.Errorf("bad queue name: %v", err)
 	}
 	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("f"), Attributes: map[string]string{"FifoQueue": "true"}}); err == nil {
@@ -156,8 +150,8 @@ func TestQueueDoesNotExistCarriesAWSCode(t *testing.T) {
 	c, _ := newCloud(t)
 	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.us-east-1.amazonaws.com/123456789012/none"), MessageBody: aws.String("x")})
 	var qdne *sqstypes.QueueDoesNotExist
-	if !errors.As(err, &qdne) || code(err) != "AWS.SimpleQueueService.NonExistentQueue" {
-		t.Fatalf("err = %v (code %q), want QueueDoesNotExist with the query-compatible code", err, code(err))
+	if !errors.As(err, &qdne) || cloudtest.ErrorCode(err) != "AWS.SimpleQueueService.NonExistentQueue" {
+		t.Fatalf("err = %v (code %q), want QueueDoesNotExist with the query-compatible code", err, cloudtest.ErrorCode(err))
 	}
 	var oe *smithy.OperationError
 	if !errors.As(err, &oe) || oe.Operation() != "SendMessage" || oe.Service() != "SQS" {
@@ -186,8 +180,8 @@ func TestSendValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := tt.in
 			in.QueueUrl = aws.String(url)
-			if _, err := c.SendMessage(ctx, &in); code(err) != tt.want {
-				t.Fatalf("SendMessage = %v (code %q), want %s", err, code(err), tt.want)
+			if _, err := c.SendMessage(ctx, &in); cloudtest.ErrorCode(err) != tt.want {
+				t.Fatalf("SendMessage = %v (code %q), want %s", err, cloudtest.ErrorCode(err), tt.want)
 			}
 		})
 	}
@@ -213,7 +207,7 @@ func TestStaleReceiptHandle(t *testing.T) {
 	if st := c.QueueStats(url); st.InFlight != 1 {
 		t.Fatalf("after deleting with an old handle: %+v, want the message still in flight", st)
 	}
-	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: old.ReceiptHandle, VisibilityTimeout: 5}); code(err) != "InvalidParameterValue" {
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: old.ReceiptHandle, VisibilityTimeout: 5}); cloudtest.ErrorCode(err) != "InvalidParameterValue" {
 		t.Errorf("ChangeMessageVisibility(old handle) = %v, want InvalidParameterValue", err)
 	}
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: cur.ReceiptHandle}); err != nil {
@@ -236,35 +230,43 @@ func TestStaleReceiptHandle(t *testing.T) {
 	}
 }
 
-func TestChangeVisibilityOfVisibleMessage(t *testing.T) {
-	c, clk := newCloud(t)
-	url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
-	send(t, c, url, "x")
-	m := receive(t, c, url)[0]
-	clk.Advance(11 * time.Second)
-	_, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 30})
-	var mni *sqstypes.MessageNotInflight
-	if !errors.As(err, &mni) {
-		t.Fatalf("ChangeMessageVisibility after the timeout = %v, want MessageNotInflight", err)
+// ChangeMessageVisibility counts the new timeout from now, and only for a
+// message still in flight. Each case changes a 10 s timeout after some
+// seconds, then checks when the message shows again.
+func TestChangeVisibility(t *testing.T) {
+	tests := []struct {
+		name             string
+		after, timeout   time.Duration // when the change is made, and the new timeout
+		wantNotInflight  bool
+		hidden, reappear time.Duration // after the change: still hidden at hidden, visible at reappear
+	}{
+		{"extended from now", 8 * time.Second, 10 * time.Second, false, 9 * time.Second, 10 * time.Second},
+		{"zero shows it at once", 2 * time.Second, 0, false, 0, 0},
+		{"too late: the message is visible again", 11 * time.Second, 30 * time.Second, true, 0, 0},
 	}
-}
-
-func TestVisibilityExtendedFromNow(t *testing.T) {
-	c, clk := newCloud(t)
-	url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
-	send(t, c, url, "x")
-	m := receive(t, c, url)[0]
-	clk.Advance(8 * time.Second)
-	if _, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 10}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(9 * time.Second) // 17 s after receive, 9 s after the change
-	if got := receive(t, c, url); len(got) != 0 {
-		t.Fatalf("message visible 9 s after a 10 s extension")
-	}
-	clk.Advance(time.Second)
-	if got := receive(t, c, url); len(got) != 1 {
-		t.Fatalf("message not visible once the extension ran out")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, clk := newCloud(t)
+			url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
+			send(t, c, url, "x")
+			m := receive(t, c, url)[0]
+			clk.Advance(tt.after)
+			_, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: int32(tt.timeout / time.Second)})
+			var mni *sqstypes.MessageNotInflight
+			if got := errors.As(err, &mni); got != tt.wantNotInflight || (err != nil && !got) {
+				t.Fatalf("ChangeMessageVisibility = %v, want MessageNotInflight: %v", err, tt.wantNotInflight)
+			}
+			if tt.hidden > 0 {
+				clk.Advance(tt.hidden)
+				if got := receive(t, c, url); len(got) != 0 {
+					t.Fatalf("message visible %v after the change", tt.hidden)
+				}
+			}
+			clk.Advance(tt.reappear - tt.hidden)
+			if got := receive(t, c, url); len(got) != 1 {
+				t.Fatalf("message not visible %v after the change", tt.reappear)
+			}
+		})
 	}
 }
 
@@ -593,7 +595,7 @@ func TestEventBridgeAdminErrors(t *testing.T) {
 	if _, err := c.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String("b")}); !errors.As(err, &exists) {
 		t.Errorf("second CreateEventBus = %v", err)
 	}
-	if _, err := c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r")}); code(err) != "ValidationException" {
+	if _, err := c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r")}); cloudtest.ErrorCode(err) != "ValidationException" {
 		t.Errorf("PutRule without pattern or schedule = %v", err)
 	}
 	c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r"), EventPattern: aws.String(`{"source":["a"]}`)})
