@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/internal/linemock"
@@ -22,6 +20,7 @@ import (
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/wait"
 	"github.com/linegate/linegate/pkg/worker"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/golden"
-
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/linegate/linegate/internal/golden"
 )
 
 var fixedNow = time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmetrics"
-
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/signature"
 )
 

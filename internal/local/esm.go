@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -15,6 +13,7 @@ import (
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/wait"
 )
 
 // sqsPoller is the SQS calls an event source mapping makes: it receives

@@ -4,14 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/wait"
 )
 
 // cloudPorts are the cloud clients the runtime hands its consumers. Each

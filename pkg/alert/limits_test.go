@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmetrics"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/crash"
 )
 

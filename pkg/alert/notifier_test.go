@@ -14,14 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/golden"
-
-	"github.com/linegate/linegate/internal/testmetrics"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/golden"
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/crash"
 )
 

@@ -13,13 +13,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/wait"
 )
 
 // DefaultSource is the EventBridge Source of every entry the webhook publishes.

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/linegate/linegate/pkg/wait"
 )
 
 // fakeBus answers PutEvents from a script: fail(detail, attempt) returns the

@@ -20,12 +20,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/linegate/linegate/pkg/wait"
-
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/wait"
 )
 
 // DefaultBaseURL is LINE's Messaging API endpoint.

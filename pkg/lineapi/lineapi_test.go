@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmetrics"
-
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 const (

@@ -14,12 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/cloud/cloudtest"
-
-	"github.com/linegate/linegate/internal/testmetrics"
-
-	"github.com/linegate/linegate/internal/golden"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -30,8 +24,11 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithy "github.com/aws/smithy-go"
 
+	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 var t0 = time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC)
