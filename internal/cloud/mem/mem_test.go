@@ -70,6 +70,20 @@ func receive(t *testing.T, c *mem.Cloud, url string) []sqstypes.Message {
 	return out.Messages
 }
 
+// await is the next value from ch; when none comes within 5 s it fails t
+// with why.
+func await[T any](t *testing.T, ch <-chan T, why string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+		var zero T
+		return zero
+	}
+}
+
 // checkJSON compares got (JSON) with testdata/name after masking
 // generated IDs and indenting.
 func checkJSON(t *testing.T, name string, got []byte) {
@@ -394,18 +408,9 @@ func TestCloseEndsLongPollsAndDeliveries(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	done := make(chan struct{})
 	go func() { _ = c.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return")
-	}
-	select {
-	case err := <-polled:
-		if !errors.Is(err, mem.ErrClosed) {
-			t.Errorf("long poll after Close = %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("long poll still waiting after Close")
+	await(t, done, "Close did not return")
+	if err := await(t, polled, "long poll still waiting after Close"); !errors.Is(err, mem.ErrClosed) {
+		t.Errorf("long poll after Close = %v, want ErrClosed", err)
 	}
 	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("x")}); !errors.Is(err, mem.ErrClosed) {
 		t.Errorf("SendMessage after Close = %v, want ErrClosed", err)
@@ -635,13 +640,8 @@ func TestDeliveredShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkJSON(t, "sns_notification.json", []byte(*receive(t, c, subURL)[0].Body))
-	select {
-	case ev := <-got:
-		b, _ := json.Marshal(ev)
-		checkJSON(t, "sns_lambda_event.json", b)
-	case <-time.After(5 * time.Second):
-		t.Fatal("SubscribeFunc was not called")
-	}
+	b, _ := json.Marshal(await(t, got, "SubscribeFunc was not called"))
+	checkJSON(t, "sns_lambda_event.json", b)
 }
 
 func TestSubscribeFuncRetriesThenFailureHook(t *testing.T) {
@@ -673,18 +673,9 @@ func TestSubscribeFuncRetriesThenFailureHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-okAfterTwo:
-	case <-time.After(5 * time.Second):
-		t.Fatal("flaky function was not retried to success")
-	}
-	select {
-	case f := <-failed:
-		if f.ev.Records[0].SNS.MessageID != *pub.MessageId || f.err == nil {
-			t.Errorf("failure hook got %+v", f)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("failure hook not called")
+	await(t, okAfterTwo, "flaky function was not retried to success")
+	if f := await(t, failed, "failure hook not called"); f.ev.Records[0].SNS.MessageID != *pub.MessageId || f.err == nil {
+		t.Errorf("failure hook got %+v", f)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
