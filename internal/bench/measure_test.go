@@ -3,19 +3,16 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestPercentile(t *testing.T) {
 	ds := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6} // 1..10
@@ -142,24 +139,6 @@ func TestRatios(t *testing.T) {
 	}
 }
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (run with -update if intended)\ngot:\n%s", path, got)
-	}
-}
-
 func sampleReport() Report {
 	return Report{
 		Settings: Settings{Events: 200, Concurrency: 20, WorkMs: 3000, BusLatencyMs: 20, Crash: true, Chaos: false,
@@ -189,8 +168,8 @@ func TestReportGolden(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.md", md.Bytes())
-	golden(t, "report.json", js.Bytes())
+	golden.Check(t, filepath.Join("testdata", "report.md"), md.Bytes())
+	golden.Check(t, filepath.Join("testdata", "report.json"), js.Bytes())
 
 	rep.Settings.Chaos = true
 	rep.Systems, rep.Ratios = rep.Systems[2:], nil
@@ -202,5 +181,5 @@ func TestReportGolden(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report-chaos.md", md.Bytes())
+	golden.Check(t, filepath.Join("testdata", "report-chaos.md"), md.Bytes())
 }

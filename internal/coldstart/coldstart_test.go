@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,9 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 func TestParseLine(t *testing.T) {
 	tests := []struct {
@@ -272,19 +271,7 @@ func TestWriteTableGolden(t *testing.T) {
 	if err := WriteTable(&b, rows); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "table.golden.md")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Fatalf("table differs from %s:\n%s\nwant:\n%s", golden, b.Bytes(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", "table.golden.md"), b.Bytes())
 }
 
 type failWriter struct{}

@@ -9,7 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"unicode/utf16"
+
+	"github.com/google/uuid"
 )
 
 // Limits from the Messaging API reference.
@@ -25,18 +28,27 @@ const (
 	defaultLoadingSeconds = 20
 )
 
-type replyRequest struct {
-	replyToken           string
+// outgoing is what a reply and a push both carry besides their recipient.
+type outgoing struct {
 	messages             []json.RawMessage
 	types                []string
 	notificationDisabled bool
 }
 
+func (o *outgoing) read(c *checker, obj map[string]json.RawMessage) {
+	o.messages, o.types = c.messages(obj)
+	o.notificationDisabled = c.boolean(obj, "notificationDisabled")
+}
+
+type replyRequest struct {
+	replyToken string
+	outgoing
+}
+
 type pushRequest struct {
-	to                   string
-	messages             []json.RawMessage
-	types                []string
-	notificationDisabled bool
+	to       string
+	retryKey string // lower-cased; "" without the header
+	outgoing
 }
 
 type loadingRequest struct {
@@ -44,61 +56,70 @@ type loadingRequest struct {
 	seconds int
 }
 
-func decodeReply(r *http.Request) (replyRequest, *apiError) {
+// decode reads the JSON object body (see readObject) and builds a T from
+// it with fill, which reports every field LINE would refuse to c.
+func decode[T any](r *http.Request, fill func(c *checker, obj map[string]json.RawMessage) T) (T, *apiError) {
 	obj, e := readObject(r)
 	if e != nil {
-		return replyRequest{}, e
+		var zero T
+		return zero, e
 	}
 	var c checker
-	var req replyRequest
-	req.replyToken, _ = c.str(obj, "replyToken", "replyToken", true)
-	req.messages, req.types = c.messages(obj)
-	req.notificationDisabled = c.boolean(obj, "notificationDisabled")
+	req := fill(&c, obj)
 	return req, c.err()
 }
 
+func decodeReply(r *http.Request) (replyRequest, *apiError) {
+	return decode(r, func(c *checker, obj map[string]json.RawMessage) replyRequest {
+		var req replyRequest
+		req.replyToken, _ = c.str(obj, "replyToken", "replyToken", true)
+		req.read(c, obj)
+		return req
+	})
+}
+
+// decodePush checks the X-Line-Retry-Key header (a UUID, when present)
+// before the body, as LINE does.
 func decodePush(r *http.Request) (pushRequest, *apiError) {
-	obj, e := readObject(r)
-	if e != nil {
-		return pushRequest{}, e
-	}
-	var c checker
-	var req pushRequest
-	req.to, _ = c.str(obj, "to", "to", true)
-	req.messages, req.types = c.messages(obj)
-	req.notificationDisabled = c.boolean(obj, "notificationDisabled")
-	if raw, ok := present(obj, "customAggregationUnits"); ok {
-		var units []string
-		if err := json.Unmarshal(raw, &units); err != nil {
-			c.add("customAggregationUnits", "must be an array of strings")
+	retryKey := r.Header.Get(HeaderRetryKey)
+	if retryKey != "" {
+		if _, err := uuid.Parse(retryKey); err != nil || len(retryKey) != 36 {
+			return pushRequest{}, &apiError{status: http.StatusBadRequest, message: "The value of the 'X-Line-Retry-Key' header is invalid"}
 		}
 	}
-	return req, c.err()
+	return decode(r, func(c *checker, obj map[string]json.RawMessage) pushRequest {
+		req := pushRequest{retryKey: strings.ToLower(retryKey)}
+		req.to, _ = c.str(obj, "to", "to", true)
+		req.read(c, obj)
+		if raw, ok := present(obj, "customAggregationUnits"); ok {
+			var units []string
+			if err := json.Unmarshal(raw, &units); err != nil {
+				c.add("customAggregationUnits", "must be an array of strings")
+			}
+		}
+		return req
+	})
 }
 
 func decodeLoading(r *http.Request) (loadingRequest, *apiError) {
-	obj, e := readObject(r)
-	if e != nil {
-		return loadingRequest{}, e
-	}
-	var c checker
-	var req loadingRequest
-	req.chatID, _ = c.str(obj, "chatId", "chatId", true)
-	req.seconds = defaultLoadingSeconds
-	if raw, ok := present(obj, "loadingSeconds"); ok {
-		var n int
-		switch err := json.Unmarshal(raw, &n); {
-		case err != nil:
-			c.add("loadingSeconds", "must be an integer")
-		case n < minLoadingSeconds || n > maxLoadingSeconds:
-			c.add("loadingSeconds", fmt.Sprintf("must be between %d and %d", minLoadingSeconds, maxLoadingSeconds))
-		case n%5 != 0:
-			c.add("loadingSeconds", "must be a multiple of 5")
-		default:
-			req.seconds = n
+	return decode(r, func(c *checker, obj map[string]json.RawMessage) loadingRequest {
+		req := loadingRequest{seconds: defaultLoadingSeconds}
+		req.chatID, _ = c.str(obj, "chatId", "chatId", true)
+		if raw, ok := present(obj, "loadingSeconds"); ok {
+			var n int
+			switch err := json.Unmarshal(raw, &n); {
+			case err != nil:
+				c.add("loadingSeconds", "must be an integer")
+			case n < minLoadingSeconds || n > maxLoadingSeconds:
+				c.add("loadingSeconds", fmt.Sprintf("must be between %d and %d", minLoadingSeconds, maxLoadingSeconds))
+			case n%5 != 0:
+				c.add("loadingSeconds", "must be a multiple of 5")
+			default:
+				req.seconds = n
+			}
 		}
-	}
-	return req, c.err()
+		return req
+	})
 }
 
 // readObject reads a JSON object body the way LINE does: 413 over the size

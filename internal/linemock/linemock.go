@@ -402,9 +402,9 @@ type route struct {
 }
 
 var routes = map[string]route{
-	PathReply:   {http.MethodPost, (*Server).handleReply},
-	PathPush:    {http.MethodPost, (*Server).handlePush},
-	PathLoading: {http.MethodPost, (*Server).handleLoading},
+	PathReply:   {http.MethodPost, decoded(decodeReply, (*Server).handleReply)},
+	PathPush:    {http.MethodPost, decoded(decodePush, (*Server).handlePush)},
+	PathLoading: {http.MethodPost, decoded(decodeLoading, (*Server).handleLoading)},
 	PathBotInfo: {http.MethodGet, (*Server).handleBotInfo},
 }
 
@@ -447,12 +447,20 @@ func (s *Server) authorize(r *http.Request) (int, string, bool) {
 	return 0, "", true
 }
 
-func (s *Server) handleReply(w http.ResponseWriter, r *http.Request, reqID string) {
-	req, e := decodeReply(r)
-	if e != nil {
-		writeAPIError(w, e)
-		return
+// decoded adapts the handler of a decoded request to a route: a request
+// LINE would refuse is answered with its error and never reaches handle.
+func decoded[T any](decode func(*http.Request) (T, *apiError), handle func(s *Server, w http.ResponseWriter, req T, reqID string)) func(*Server, http.ResponseWriter, *http.Request, string) {
+	return func(s *Server, w http.ResponseWriter, r *http.Request, reqID string) {
+		req, e := decode(r)
+		if e != nil {
+			writeAPIError(w, e)
+			return
+		}
+		handle(s, w, req, reqID)
 	}
+}
+
+func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, reqID string) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -473,22 +481,8 @@ func (s *Server) handleReply(w http.ResponseWriter, r *http.Request, reqID strin
 	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
 }
 
-func (s *Server) handlePush(w http.ResponseWriter, r *http.Request, reqID string) {
-	retryKey := r.Header.Get(HeaderRetryKey)
-	if retryKey != "" {
-		if _, err := uuid.Parse(retryKey); err != nil || len(retryKey) != 36 {
-			writeJSON(w, http.StatusBadRequest, errorBody{
-				Message: "The value of the 'X-Line-Retry-Key' header is invalid",
-			})
-			return
-		}
-		retryKey = strings.ToLower(retryKey)
-	}
-	req, e := decodePush(r)
-	if e != nil {
-		writeAPIError(w, e)
-		return
-	}
+func (s *Server) handlePush(w http.ResponseWriter, req pushRequest, reqID string) {
+	retryKey := req.retryKey
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -545,12 +539,7 @@ func quotable(t string) bool {
 	return false
 }
 
-func (s *Server) handleLoading(w http.ResponseWriter, r *http.Request, reqID string) {
-	req, e := decodeLoading(r)
-	if e != nil {
-		writeAPIError(w, e)
-		return
-	}
+func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, reqID string) {
 	s.mu.Lock()
 	s.loading = append(s.loading, LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now()})
 	s.mu.Unlock()

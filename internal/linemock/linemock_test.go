@@ -4,39 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linegate/linegate/internal/golden"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is the tests' clock, stopped at a fixed instant.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // seqIDs returns deterministic request IDs req-0001, req-0002, ...
 func seqIDs() func() string {
@@ -565,19 +547,7 @@ func TestMessagesHandlerGolden(t *testing.T) {
 	if err := json.Indent(&pretty, rec.Body.Bytes(), "", "  "); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "messages.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, pretty.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(pretty.Bytes(), want) {
-		t.Errorf("MessagesHandler output differs from %s:\n%s", golden, pretty.Bytes())
-	}
+	golden.Check(t, filepath.Join("testdata", "messages.golden.json"), pretty.Bytes())
 
 	post := httptest.NewRecorder()
 	s.MessagesHandler().ServeHTTP(post, httptest.NewRequest(http.MethodPost, "/messages", nil))

@@ -1,9 +1,7 @@
 package lineplatform
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,9 +13,9 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 	"github.com/oklog/ulid/v2"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 var fixedNow = time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
 
@@ -48,10 +46,7 @@ var builderCases = []struct {
 		build:  func(p *Platform) json.RawMessage { return p.Text(user, "Hello <b>&</b> 世界") },
 		sample: "message-text-user.json",
 		check: func(t *testing.T, ev webhook.EventInterface) {
-			m, ok := ev.(webhook.MessageEvent)
-			if !ok {
-				t.Fatalf("decoded %T; want webhook.MessageEvent", ev)
-			}
+			m := as[webhook.MessageEvent](t, ev)
 			txt, ok := m.Message.(webhook.TextMessageContent)
 			if !ok || txt.Text != "Hello <b>&</b> 世界" || txt.QuoteToken == "" || len(txt.Id) != 18 {
 				t.Fatalf("message = %#v", m.Message)
@@ -70,10 +65,7 @@ var builderCases = []struct {
 		build:  func(p *Platform) json.RawMessage { return p.GroupText(group, user, "hi all") },
 		sample: "message-text-group-redelivery.json",
 		check: func(t *testing.T, ev webhook.EventInterface) {
-			m, ok := ev.(webhook.MessageEvent)
-			if !ok {
-				t.Fatalf("decoded %T; want webhook.MessageEvent", ev)
-			}
+			m := as[webhook.MessageEvent](t, ev)
 			src, ok := m.Source.(webhook.GroupSource)
 			if !ok || src.GroupId != group || src.UserId != user {
 				t.Fatalf("source = %#v", m.Source)
@@ -88,10 +80,7 @@ var builderCases = []struct {
 		build:  func(p *Platform) json.RawMessage { return p.Follow(user) },
 		sample: "follow-user.json",
 		check: func(t *testing.T, ev webhook.EventInterface) {
-			f, ok := ev.(webhook.FollowEvent)
-			if !ok {
-				t.Fatalf("decoded %T; want webhook.FollowEvent", ev)
-			}
+			f := as[webhook.FollowEvent](t, ev)
 			if f.ReplyToken == "" || f.Follow == nil || f.Follow.IsUnblocked {
 				t.Fatalf("event = %#v", f)
 			}
@@ -113,10 +102,7 @@ var builderCases = []struct {
 		build:  func(p *Platform) json.RawMessage { return p.Unfollow(user) },
 		sample: "unfollow-user.json",
 		check: func(t *testing.T, ev webhook.EventInterface) {
-			u, ok := ev.(webhook.UnfollowEvent)
-			if !ok {
-				t.Fatalf("decoded %T; want webhook.UnfollowEvent", ev)
-			}
+			u := as[webhook.UnfollowEvent](t, ev)
 			if src, ok := u.Source.(webhook.UserSource); !ok || src.UserId != user {
 				t.Fatalf("source = %#v", u.Source)
 			}
@@ -127,10 +113,7 @@ var builderCases = []struct {
 		build:  func(p *Platform) json.RawMessage { return p.Postback(user, "action=buy&item=1") },
 		sample: "postback-user.json",
 		check: func(t *testing.T, ev webhook.EventInterface) {
-			pb, ok := ev.(webhook.PostbackEvent)
-			if !ok {
-				t.Fatalf("decoded %T; want webhook.PostbackEvent", ev)
-			}
+			pb := as[webhook.PostbackEvent](t, ev)
 			if pb.Postback == nil || pb.Postback.Data != "action=buy&item=1" || pb.ReplyToken == "" {
 				t.Fatalf("event = %#v", pb)
 			}
@@ -149,6 +132,16 @@ var builderCases = []struct {
 	},
 }
 
+// as is the decoded event as a T, failing t when it is another type.
+func as[T webhook.EventInterface](t *testing.T, ev webhook.EventInterface) T {
+	t.Helper()
+	e, ok := ev.(T)
+	if !ok {
+		t.Fatalf("decoded %T; want %T", ev, e)
+	}
+	return e
+}
+
 func TestBuildersGolden(t *testing.T) {
 	for _, tc := range builderCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,19 +149,7 @@ func TestBuildersGolden(t *testing.T) {
 			if !json.Valid(got) {
 				t.Fatalf("invalid JSON: %s", got)
 			}
-			path := filepath.Join("testdata", "golden", tc.name+".json")
-			if *update {
-				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if !bytes.Equal(got, bytes.TrimSuffix(want, []byte("\n"))) {
-				t.Fatalf("output differs from %s:\n got %s\nwant %s", path, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", tc.name+".json"), append(got, '\n'))
 		})
 	}
 }

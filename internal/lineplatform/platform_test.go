@@ -16,6 +16,7 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
@@ -376,38 +377,20 @@ func TestDeliveriesAndStatsAreCopiesUnderConcurrency(t *testing.T) {
 	}
 }
 
-type countingRecorder struct {
-	mu     sync.Mutex
-	counts map[string]float64
-	durs   int
-}
-
-func (c *countingRecorder) Count(name string, n float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts[name] += n
-}
-
-func (c *countingRecorder) Duration(string, time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.durs++
-}
-
 func TestMetrics(t *testing.T) {
 	srv := newWebhook(t, status(500, 500, 200))
-	rec := &countingRecorder{counts: map[string]float64{}}
+	rec := &testmetrics.Recorder{}
 	p := New(srv.URL, secret, WithRedelivery(3, 0), WithMetrics(rec))
 	if _, err := p.Deliver(context.Background(), p.Follow(user)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"WebhookAttempts": 3, "WebhookFailures": 2, "WebhookRedeliveries": 2}
 	for k, v := range want {
-		if rec.counts[k] != v {
-			t.Errorf("%s = %v; want %v (all: %v)", k, rec.counts[k], v, rec.counts)
+		if rec.Total(k) != v {
+			t.Errorf("%s = %v; want %v (all: %v)", k, rec.Total(k), v, rec.Counts())
 		}
 	}
-	if rec.durs != 3 {
-		t.Errorf("latencies recorded = %d; want 3", rec.durs)
+	if n := rec.Observations("WebhookLatency"); n != 3 {
+		t.Errorf("latencies recorded = %d; want 3", n)
 	}
 }

@@ -23,6 +23,12 @@ const (
 	StateInsufficient = "INSUFFICIENT_DATA"
 )
 
+// publisher is the one SNS call the alarm evaluator (and the worker's crash
+// reports) make.
+type publisher interface {
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
 // alarmEvaluator evaluates the template's alarms the way CloudWatch does, on
 // the metrics the local runtime can observe: SQS queue depth and age of the
 // oldest message, Lambda Errors of the local functions, API Gateway 5XXError
@@ -33,6 +39,7 @@ const (
 // AlarmActions topics, which is how the notifier hears about it.
 type alarmEvaluator struct {
 	r       *Runtime
+	ops     publisher
 	started time.Time
 	mu      sync.Mutex
 	alarms  []*alarmState
@@ -48,7 +55,7 @@ type alarmState struct {
 }
 
 func newAlarmEvaluator(r *Runtime) *alarmEvaluator {
-	e := &alarmEvaluator{r: r, started: time.Now()}
+	e := &alarmEvaluator{r: r, ops: r.ports.ops, started: time.Now()}
 	for _, a := range r.top.Alarms {
 		e.alarms = append(e.alarms, &alarmState{def: a, state: StateOK, reason: "Local runtime started", changed: time.Now()})
 	}
@@ -200,7 +207,7 @@ func (e *alarmEvaluator) notify(ctx context.Context, c alarmChange) {
 		if len(subject) > 100 {
 			subject = subject[:100]
 		}
-		if _, err := e.r.ports.Topics.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(arn), Subject: aws.String(subject), Message: aws.String(string(body))}); err != nil {
+		if _, err := e.ops.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(arn), Subject: aws.String(subject), Message: aws.String(string(body))}); err != nil {
 			e.r.log.Warn("alarm notification not published", "alarm", c.def.Name, "error", err.Error())
 		}
 	}

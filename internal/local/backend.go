@@ -37,7 +37,7 @@ type queueStats struct {
 // backend is where the template's resources live: the in-memory cloud, or
 // any AWS-compatible endpoint reached with the real SDK clients.
 type backend interface {
-	ports() cloud.Cloud
+	ports() cloudPorts
 	stats(ctx context.Context, url string) (queueStats, error)
 	// subscribe delivers every message on a topic to fn as Lambda's SNS event.
 	subscribe(ctx context.Context, topicARN string, fn func(context.Context, events.SNSEvent) error) error
@@ -56,7 +56,9 @@ func newMemBackend(top *template.Topology, scale float64, log *slog.Logger) *mem
 		c: mem.New(mem.WithTimeScale(scale), mem.WithRegion(top.Region), mem.WithAccount(top.AccountID), mem.WithLogger(log))}
 }
 
-func (b *memBackend) ports() cloud.Cloud { return b.c.Ports() }
+func (b *memBackend) ports() cloudPorts {
+	return cloudPorts{bus: b.c, ops: b.c, queues: b.c, rules: b.c, topics: b.c}
+}
 func (b *memBackend) stats(_ context.Context, url string) (queueStats, error) {
 	s := b.c.QueueStats(url)
 	// The age is reported in wall-clock time: handlers run in real time, so a
@@ -76,8 +78,7 @@ func (b *memBackend) close() { _ = b.c.Close() }
 // LocalStack) with the SDK clients linegate uses in AWS.
 type endpointBackend struct {
 	cfg    aws.Config
-	c      cloud.Cloud
-	sqs    *sqs.Client
+	c      cloud.Clients
 	log    *slog.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -104,13 +105,15 @@ func endpointAccount(ctx context.Context, endpoint string) (string, error) {
 
 func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBackend {
 	cfg := endpointConfig(endpoint, region)
-	return &endpointBackend{cfg: cfg, c: cloud.NewAWS(cfg), sqs: sqs.NewFromConfig(cfg), log: log, cancel: func() {}}
+	return &endpointBackend{cfg: cfg, c: cloud.NewAWS(cfg), log: log, cancel: func() {}}
 }
 
-func (b *endpointBackend) ports() cloud.Cloud { return b.c }
+func (b *endpointBackend) ports() cloudPorts {
+	return cloudPorts{bus: b.c.EventBridge, ops: b.c.SNS, queues: b.c.SQS, rules: b.c.EventBridge, topics: b.c.SNS}
+}
 
 func (b *endpointBackend) stats(ctx context.Context, url string) (queueStats, error) {
-	out, err := b.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+	out, err := b.c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
 		return queueStats{}, fmt.Errorf("queue attributes %s: %w", url, err)
@@ -126,15 +129,15 @@ func (b *endpointBackend) stats(ctx context.Context, url string) (queueStats, er
 // turning each SNS notification into the event Lambda would get.
 func (b *endpointBackend) subscribe(ctx context.Context, arn string, fn func(context.Context, events.SNSEvent) error) error {
 	name := "linegate-local-inbox-" + strconv.Itoa(int(time.Now().UnixNano()%1e9))
-	q, err := b.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	q, err := b.c.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		return fmt.Errorf("create inbox queue: %w", err)
 	}
-	attrs, err := b.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	attrs, err := b.c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return fmt.Errorf("inbox queue arn: %w", err)
 	}
-	if _, err := b.c.Topics.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(arn), Protocol: aws.String("sqs"),
+	if _, err := b.c.SNS.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(arn), Protocol: aws.String("sqs"),
 		Endpoint: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}); err != nil {
 		return fmt.Errorf("subscribe inbox to %s: %w", arn, err)
 	}
@@ -145,7 +148,7 @@ func (b *endpointBackend) subscribe(ctx context.Context, arn string, fn func(con
 	go func() {
 		defer b.wg.Done()
 		for pctx.Err() == nil {
-			out, err := b.sqs.ReceiveMessage(pctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+			out, err := b.c.SQS.ReceiveMessage(pctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
@@ -157,7 +160,7 @@ func (b *endpointBackend) subscribe(ctx context.Context, arn string, fn func(con
 				} else if err := fn(pctx, ev); err != nil {
 					continue // left for redelivery, as an async invoke retry
 				}
-				_, _ = b.sqs.DeleteMessage(pctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle})
+				_, _ = b.c.SQS.DeleteMessage(pctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle})
 			}
 		}
 	}()
@@ -233,11 +236,30 @@ type resources struct {
 	queueURL, queueARN, topicARN map[string]string
 }
 
+// queueMaker is the SQS calls provisioning makes.
+type queueMaker interface {
+	CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
+}
+
+// ruleMaker is the EventBridge calls provisioning makes.
+type ruleMaker interface {
+	CreateEventBus(ctx context.Context, in *eventbridge.CreateEventBusInput, optFns ...func(*eventbridge.Options)) (*eventbridge.CreateEventBusOutput, error)
+	PutRule(ctx context.Context, in *eventbridge.PutRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutRuleOutput, error)
+	PutTargets(ctx context.Context, in *eventbridge.PutTargetsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutTargetsOutput, error)
+}
+
+// topicMaker is the SNS call provisioning makes.
+type topicMaker interface {
+	CreateTopic(ctx context.Context, in *sns.CreateTopicInput, optFns ...func(*sns.Options)) (*sns.CreateTopicOutput, error)
+}
+
 // provision creates the template's queues, buses, rules with their targets,
-// and topics through the ports, identically on both backends.
-func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (resources, error) {
+// and topics, identically on both backends.
+func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics topicMaker, top *template.Topology) (resources, error) {
 	res := resources{queueURL: map[string]string{}, queueARN: map[string]string{}, topicARN: map[string]string{}}
-	urls, arns, topics := res.queueURL, res.queueARN, res.topicARN
+	urls, arns, topicARNs := res.queueURL, res.queueARN, res.topicARN
 	// Create every queue first, then attach redrive policies: a queue's DLQ
 	// must exist before the policy names it.
 	for _, q := range top.Queues {
@@ -246,12 +268,12 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 			"MessageRetentionPeriod": strconv.Itoa(int(q.MessageRetention / time.Second)),
 			"DelaySeconds":           strconv.Itoa(q.DelaySeconds),
 		}
-		out, err := c.Queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q.Name), Attributes: attrs})
+		out, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q.Name), Attributes: attrs})
 		if err != nil {
 			return res, fmt.Errorf("create queue %s: %w", q.Name, err)
 		}
 		urls[q.LogicalID] = aws.ToString(out.QueueUrl)
-		a, err := c.Queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		a, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 		if err != nil {
 			return res, fmt.Errorf("queue arn %s: %w", q.Name, err)
 		}
@@ -266,7 +288,7 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 			return res, fmt.Errorf("queue %s: redrive target %s is not a queue of the template", q.LogicalID, q.RedriveTarget)
 		}
 		policy, _ := json.Marshal(map[string]any{"deadLetterTargetArn": dlq, "maxReceiveCount": q.MaxReceiveCount})
-		if _, err := c.Queues.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(urls[q.LogicalID]),
+		if _, err := queues.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(urls[q.LogicalID]),
 			Attributes: map[string]string{"RedrivePolicy": string(policy)}}); err != nil {
 			return res, fmt.Errorf("redrive policy of %s: %w", q.Name, err)
 		}
@@ -275,16 +297,16 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 		if b.Name == "default" {
 			continue
 		}
-		if _, err := c.Admin.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil {
+		if _, err := rules.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil {
 			return res, fmt.Errorf("create bus %s: %w", b.Name, err)
 		}
 	}
 	for _, t := range top.Topics {
-		out, err := c.Topics.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(t.Name)})
+		out, err := topics.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(t.Name)})
 		if err != nil {
 			return res, fmt.Errorf("create topic %s: %w", t.Name, err)
 		}
-		topics[t.LogicalID] = aws.ToString(out.TopicArn)
+		topicARNs[t.LogicalID] = aws.ToString(out.TopicArn)
 	}
 	for _, r := range top.Rules {
 		if len(r.Pattern) == 0 {
@@ -294,7 +316,7 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 		if r.State == "DISABLED" {
 			state = ebtypes.RuleStateDisabled
 		}
-		if _, err := c.Admin.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(r.Name), EventBusName: aws.String(r.Bus),
+		if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(r.Name), EventBusName: aws.String(r.Bus),
 			EventPattern: aws.String(string(r.Pattern)), State: state}); err != nil {
 			return res, fmt.Errorf("put rule %s: %w", r.Name, err)
 		}
@@ -305,7 +327,7 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 			case tg.QueueLogicalID != "":
 				t.Arn = aws.String(arns[tg.QueueLogicalID])
 			case tg.TopicLogicalID != "":
-				t.Arn = aws.String(topics[tg.TopicLogicalID])
+				t.Arn = aws.String(topicARNs[tg.TopicLogicalID])
 			default:
 				continue // Lambda targets are not run locally
 			}
@@ -319,7 +341,7 @@ func provision(ctx context.Context, c cloud.Cloud, top *template.Topology) (reso
 		if len(targets) == 0 {
 			continue
 		}
-		out, err := c.Admin.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(r.Name), EventBusName: aws.String(r.Bus), Targets: targets})
+		out, err := rules.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(r.Name), EventBusName: aws.String(r.Bus), Targets: targets})
 		if err != nil {
 			return res, fmt.Errorf("put targets of %s: %w", r.Name, err)
 		}

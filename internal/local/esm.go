@@ -15,6 +15,13 @@ import (
 	"github.com/linegate/linegate/pkg/envelope"
 )
 
+// sqsPoller is the SQS calls an event source mapping makes: it receives
+// batches and deletes what its function handled.
+type sqsPoller interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
 // eventSource is one SQS event source mapping, polled like Lambda does: long
 // polls for up to BatchSize messages (waiting up to the batching window for
 // a fuller batch), one invocation per batch with the function's timeout,
@@ -23,6 +30,7 @@ import (
 // queue's redrive policy moves them to the DLQ after maxReceiveCount.
 type eventSource struct {
 	runtime *Runtime
+	sqs     sqsPoller
 	fn      template.Function
 	mapping template.SQSMapping
 	queue   template.Queue
@@ -36,10 +44,9 @@ type eventSource struct {
 // invocation the batch is abandoned: nothing is deleted, as when a Lambda
 // sandbox dies.
 func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
-	q := s.runtime.ports.Queues
 	batch := max(1, min(s.mapping.BatchSize, 10))
 	for ctx.Err() == nil {
-		msgs, err := s.receive(ctx, q, int32(batch), maxLocalPollWait)
+		msgs, err := s.receive(ctx, int32(batch), maxLocalPollWait)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.runtime.log.Warn("receive failed", "queue", s.queue.Name, "error", err.Error())
@@ -53,7 +60,7 @@ func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 		// Batching window: wait (once) for a fuller batch.
 		if len(msgs) < batch && s.mapping.BatchingWindow > 0 {
 			wctx, cancel := context.WithTimeout(ctx, scaled(s.mapping.BatchingWindow, s.runtime.cfg.TimeScale))
-			more, _ := s.receive(wctx, q, int32(batch-len(msgs)), 0)
+			more, _ := s.receive(wctx, int32(batch-len(msgs)), 0)
 			cancel()
 			msgs = append(msgs, more...)
 		}
@@ -61,10 +68,8 @@ func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 	}
 }
 
-func (s *eventSource) receive(ctx context.Context, q interface {
-	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-}, n int32, wait int32) ([]sqstypes.Message, error) {
-	out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+func (s *eventSource) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
+	out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(s.url), MaxNumberOfMessages: n, WaitTimeSeconds: wait,
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
@@ -113,7 +118,7 @@ func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message, crash
 		del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 	}
 	if len(del) > 0 {
-		if _, err := s.runtime.ports.Queues.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.url), Entries: del}); err != nil {
+		if _, err := s.sqs.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.url), Entries: del}); err != nil {
 			s.runtime.log.Warn("delete batch failed; records will be received again", "queue", s.queue.Name, "error", err.Error())
 		}
 	}

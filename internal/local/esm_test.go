@@ -12,14 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
 // failingDeletes makes DeleteMessageBatch fail, as a throttled SQS would.
-type failingDeletes struct{ cloud.Queues }
+type failingDeletes struct{ sqsPoller }
 
 func (failingDeletes) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	return nil, errors.New("ThrottlingException")
@@ -56,15 +55,15 @@ func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ports := c.Ports()
+			var poller sqsPoller = c
 			if tt.failDeletes {
-				ports.Queues = failingDeletes{ports.Queues}
+				poller = failingDeletes{c}
 			}
-			rt := &Runtime{ports: ports, log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: &printer{w: io.Discard},
+			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: &printer{w: io.Discard},
 				events: newEventLog(), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 20}}
 			var mu sync.Mutex
 			receives := 0
-			es := &eventSource{runtime: rt, fn: template.Function{Name: "f", Timeout: time.Second},
+			es := &eventSource{runtime: rt, sqs: poller, fn: template.Function{Name: "f", Timeout: time.Second},
 				mapping: template.SQSMapping{BatchSize: 10, ReportBatchItemFailures: tt.partial},
 				queue:   template.Queue{Name: "work"}, url: aws.ToString(q.QueueUrl), metrics: nopFlush{},
 				handle: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {

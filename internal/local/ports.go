@@ -7,10 +7,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
-	"github.com/linegate/linegate/internal/cloud"
+	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
+
+// cloudPorts are the cloud clients the runtime hands its consumers. Each
+// field is typed as the union of the narrow interfaces its consumers
+// declare, and a backend fills it: with the in-memory cloud, or with the
+// SDK clients of an endpoint.
+type cloudPorts struct {
+	bus    webhookfn.EventPutter // the webhook
+	ops    publisher             // the worker's crash reports, alarm notifications
+	queues interface {
+		sqsPoller     // event source mappings
+		redriveQueues // the SQS shim `linegate redrive` talks to
+		queueMaker    // provisioning
+	}
+	rules  ruleMaker  // provisioning
+	topics topicMaker // provisioning
+}
 
 // The in-memory cloud is not reached through the SDK, so its calls are
 // traced here the way the SDK instrumentation traces real ones; the
@@ -18,7 +35,7 @@ import (
 
 // tracedBus records PutEvents and can add a simulated round trip.
 type tracedBus struct {
-	next    cloud.EventBus
+	next    webhookfn.EventPutter
 	region  string
 	latency time.Duration
 }
@@ -26,13 +43,9 @@ type tracedBus struct {
 func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	ctx, span := telemetry.StartAWSCall(ctx, "EventBridge", "PutEvents", b.region)
 	if b.latency > 0 {
-		t := time.NewTimer(b.latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			span.End(ctx.Err())
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, b.latency); err != nil {
+			span.End(err)
+			return nil, err
 		}
 	}
 	out, err := b.next.PutEvents(ctx, in, opts...)
@@ -42,13 +55,13 @@ func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput
 
 // tracedTopics records Publish.
 type tracedTopics struct {
-	cloud.Topics
+	next   publisher
 	region string
 }
 
 func (t tracedTopics) Publish(ctx context.Context, in *sns.PublishInput, opts ...func(*sns.Options)) (*sns.PublishOutput, error) {
 	ctx, span := telemetry.StartAWSCall(ctx, "SNS", "Publish", t.region)
-	out, err := t.Topics.Publish(ctx, in, opts...)
+	out, err := t.next.Publish(ctx, in, opts...)
 	span.End(err)
 	return out, err
 }

@@ -23,7 +23,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/template"
@@ -74,7 +73,7 @@ type Runtime struct {
 	cfg       Config
 	top       *template.Topology
 	back      backend
-	ports     cloud.Cloud
+	ports     cloudPorts
 	mem       *mem.Cloud // nil with the endpoint backend
 	workers   []*workerRun
 	workersMu sync.Mutex
@@ -196,13 +195,13 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		r.back = newMemBackend(r.top, r.cfg.TimeScale, r.log)
 	}
 	r.ports = r.back.ports()
-	res, err := provision(ctx, r.ports, r.top)
+	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
-		r.ports.Bus = tracedBus{next: r.ports.Bus, region: r.top.Region, latency: r.cfg.BusLatency}
-		r.ports.Topics = tracedTopics{Topics: r.ports.Topics, region: r.top.Region}
+		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
-		r.ports.Bus = tracedBus{next: r.ports.Bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
 	}
 	if err != nil {
 		return err
@@ -335,7 +334,7 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	h, err := webhookfn.New(ctx, cfg, r.ports.Bus, c)
+	h, err := webhookfn.New(ctx, cfg, r.ports.bus, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
@@ -376,7 +375,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	}
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
-		Store: store, Ops: r.ports.Topics, Function: f.Name, Region: r.top.Region,
+		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
 		Observer: func(res worker.Result) { r.events.observe(res); r.out.record(res) }, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {
@@ -388,7 +387,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 		if !ok {
 			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
 		}
-		run.sources = append(run.sources, &eventSource{runtime: r, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
+		run.sources = append(run.sources, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
 			arn: r.res.queueARN[q.LogicalID], handle: p.Handle, metrics: m})
 	}
 	r.workersMu.Lock()

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,12 +11,20 @@ import (
 	smithy "github.com/aws/smithy-go"
 )
 
+// redriveQueues is the SQS calls a redrive makes, which the shim serves.
+type redriveQueues interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+}
+
 // sqsShim answers the few SQS calls a redrive makes (GetQueueUrl,
 // GetQueueAttributes, StartMessageMoveTask, ListMessageMoveTasks, ListQueues)
 // in SQS's JSON protocol, so `linegate redrive --endpoint-url
 // http://127.0.0.1:3000` drives the local cloud with the same SDK code that
-// drives AWS.
-func (r *Runtime) sqsShim() http.Handler {
+// drives AWS, by calling q.
+func (r *Runtime) sqsShim(q redriveQueues) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		target := req.Header.Get("X-Amz-Target")
 		op, ok := strings.CutPrefix(target, "AmazonSQS.")
@@ -23,7 +32,6 @@ func (r *Runtime) sqsShim() http.Handler {
 			writeJSON(w, 404, map[string]string{"error": "not found"})
 			return
 		}
-		q := r.ports.Queues
 		ctx := req.Context()
 		var out any
 		var err error

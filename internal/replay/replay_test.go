@@ -1,12 +1,9 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 const (
 	busARN     = "arn:aws:events:us-east-1:123456789012:event-bus/linegate"
@@ -260,25 +257,7 @@ func TestStartRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "start_replay.golden.json", got)
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs:\n got: %s\nwant: %s", path, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "start_replay.golden.json"), append(got, '\n'))
 }
 
 func TestStartPaths(t *testing.T) {

@@ -181,6 +181,22 @@ func args(path, fn string, arg any, n ...int) ([]any, error) {
 	return nil, fmt.Errorf("%s: %w: %s takes a list of %v items", path, ErrSyntax, fn, n)
 }
 
+// stringArgs checks that arg is a list of n items and evaluates each to a
+// string.
+func (e *evaluator) stringArgs(path, fn string, arg any, n int) ([]string, error) {
+	list, err := args(path, fn, arg, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], err = e.evalString(fmt.Sprintf("%s[%d]", path, i), list[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (e *evaluator) evalString(path string, v any) (string, error) {
 	r, err := e.eval(path, v)
 	if err != nil {
@@ -485,15 +501,9 @@ func (e *evaluator) condition(path, name string) (bool, error) {
 }
 
 func (e *evaluator) findInMap(path string, arg any) (any, error) {
-	list, err := args(path, "Fn::FindInMap", arg, 3)
+	keys, err := e.stringArgs(path, "Fn::FindInMap", arg, 3)
 	if err != nil {
 		return nil, err
-	}
-	var keys [3]string
-	for i := range keys {
-		if keys[i], err = e.evalString(fmt.Sprintf("%s[%d]", path, i), list[i]); err != nil {
-			return nil, err
-		}
 	}
 	m, ok := e.mappings[keys[0]].(map[string]any)
 	if !ok {
@@ -511,15 +521,9 @@ func (e *evaluator) findInMap(path string, arg any) (any, error) {
 }
 
 func (e *evaluator) cidr(path string, arg any) (any, error) {
-	list, err := args(path, "Fn::Cidr", arg, 3)
+	s, err := e.stringArgs(path, "Fn::Cidr", arg, 3)
 	if err != nil {
 		return nil, err
-	}
-	var s [3]string
-	for i := range s {
-		if s[i], err = e.evalString(fmt.Sprintf("%s[%d]", path, i), list[i]); err != nil {
-			return nil, err
-		}
 	}
 	block, err := netip.ParsePrefix(s[0])
 	if err != nil {
@@ -549,6 +553,17 @@ func (e *evaluator) cidr(path string, arg any) (any, error) {
 		out = append(out, netip.PrefixFrom(addr, newLen).String())
 	}
 	return out, nil
+}
+
+// enabledResources lists the resources whose condition holds, by logical id.
+func (e *evaluator) enabledResources() []*resource {
+	var out []*resource
+	for _, id := range sortedKeys(e.resources) {
+		if r := e.resources[id]; r.enabled {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -98,9 +98,9 @@ type grant struct {
 func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]grant, []string) {
 	var grants []grant
 	var problems []string
-	for _, id := range sortedKeys(e.resources) {
-		r := e.resources[id]
-		if r.typ != "AWS::Serverless::Function" || !r.enabled {
+	for _, r := range e.enabledResources() {
+		id := r.id
+		if r.typ != "AWS::Serverless::Function" {
 			continue
 		}
 		if _, ok := r.props["Role"]; ok {
@@ -178,11 +178,8 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 // policy document declared as a resource.
 func resourcePolicies(t *testing.T, e *evaluator) []grant {
 	var grants []grant
-	for _, id := range sortedKeys(e.resources) {
-		r := e.resources[id]
-		if !r.enabled {
-			continue
-		}
+	for _, r := range e.enabledResources() {
+		id := r.id
 		props, err := e.props(r)
 		if err != nil {
 			t.Fatal(err)

@@ -1,10 +1,8 @@
 package template
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/topology.golden.json from ../../template.yaml")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 const templatePath = "../../template.yaml"
 
@@ -34,19 +32,8 @@ func TestGoldenTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "topology.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("topology differs from %s (run go test -update after reviewing the change):\n%s", golden, got)
-	}
+	// go test -update rewrites it from ../../template.yaml.
+	golden.Check(t, filepath.Join("testdata", "topology.golden.json"), got)
 }
 
 func find[T any](t *testing.T, items []T, id func(T) string, want string) T {

@@ -302,6 +302,21 @@ func (r reader) list(key string) []any {
 	return l
 }
 
+// mappings reads a list of mappings, one reader each (sharing r's error);
+// an item that is not a mapping fails r and is skipped.
+func (r reader) mappings(key string) []reader {
+	var out []reader
+	for i, v := range r.list(key) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			r.fail(fmt.Sprintf("%s[%d]", key, i), "want a mapping")
+			continue
+		}
+		out = append(out, reader{path: fmt.Sprintf("%s.%s[%d]", r.path, key, i), m: m, err: r.err})
+	}
+	return out
+}
+
 func (r reader) strings(key string) []string {
 	var out []string
 	for i, v := range r.list(key) {
@@ -322,11 +337,8 @@ type index struct {
 
 func (e *evaluator) buildIndex() (index, error) {
 	ix := index{queues: map[string]string{}, topics: map[string]string{}, functions: map[string]string{}, buses: map[string]string{}}
-	for _, id := range sortedKeys(e.resources) {
-		r := e.resources[id]
-		if !r.enabled {
-			continue
-		}
+	for _, r := range e.enabledResources() {
+		id := r.id
 		var m map[string]string
 		attr := "Arn"
 		switch r.typ {
@@ -376,11 +388,9 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 		}
 	}
 	// Evaluate everything first, so any bad reference is reported.
-	for _, id := range sortedKeys(e.resources) {
-		if r := e.resources[id]; r.enabled {
-			if _, err := e.props(r); err != nil {
-				return nil, err
-			}
+	for _, r := range e.enabledResources() {
+		if _, err := e.props(r); err != nil {
+			return nil, err
 		}
 	}
 	if err := e.outputs(doc, t); err != nil {
@@ -391,18 +401,14 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 		return nil, err
 	}
 	archived := map[string]bool{}
-	for _, id := range sortedKeys(e.resources) {
-		r := e.resources[id]
-		if r.enabled && r.typ == "AWS::Events::Archive" {
-			src := newReader("Resources."+id+".Properties", r.resolved).str("SourceArn")
+	for _, r := range e.enabledResources() {
+		if r.typ == "AWS::Events::Archive" {
+			src := newReader("Resources."+r.id+".Properties", r.resolved).str("SourceArn")
 			archived[src] = true
 		}
 	}
-	for _, id := range sortedKeys(e.resources) {
-		r := e.resources[id]
-		if !r.enabled {
-			continue
-		}
+	for _, r := range e.enabledResources() {
+		id := r.id
 		name, err := e.physicalName(r)
 		if err != nil {
 			return nil, err
@@ -529,14 +535,7 @@ func (e *evaluator) rule(r *resource, name string, p reader, ix index) (Rule, er
 		}
 		rule.Pattern = buf.Bytes()
 	}
-	for i, raw := range p.list("Targets") {
-		m, ok := raw.(map[string]any)
-		if !ok {
-			p.fail(fmt.Sprintf("Targets[%d]", i), "want a mapping")
-			continue
-		}
-		tp := newReader(fmt.Sprintf("%s.Targets[%d]", p.path, i), m)
-		tp.err = p.err
+	for _, tp := range p.mappings("Targets") {
 		arn := tp.str("Arn")
 		tgt := Target{
 			ID:                tp.str("Id"),
@@ -655,14 +654,7 @@ func (e *evaluator) function(r *resource, name string, p reader, ix index) (Func
 
 func table(r *resource, name string, p reader) Table {
 	t := Table{LogicalID: r.id, Name: name}
-	for i, raw := range p.list("KeySchema") {
-		m, ok := raw.(map[string]any)
-		if !ok {
-			p.fail(fmt.Sprintf("KeySchema[%d]", i), "want a mapping")
-			continue
-		}
-		k := newReader(fmt.Sprintf("%s.KeySchema[%d]", p.path, i), m)
-		k.err = p.err
+	for _, k := range p.mappings("KeySchema") {
 		if k.str("KeyType") == "HASH" {
 			t.HashKey = k.str("AttributeName")
 		}
@@ -694,14 +686,7 @@ func alarm(r *resource, name string, p reader, ix index) Alarm {
 		a.TreatMissingData = "missing"
 	}
 	a.DatapointsToAlarm = p.int("DatapointsToAlarm", a.EvaluationPeriods)
-	for i, raw := range p.list("Dimensions") {
-		m, ok := raw.(map[string]any)
-		if !ok {
-			p.fail(fmt.Sprintf("Dimensions[%d]", i), "want a mapping")
-			continue
-		}
-		d := newReader(fmt.Sprintf("%s.Dimensions[%d]", p.path, i), m)
-		d.err = p.err
+	for _, d := range p.mappings("Dimensions") {
 		a.Dimensions[d.str("Name")] = d.str("Value")
 	}
 	actions := func(key string) []string {

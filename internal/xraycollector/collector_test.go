@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,9 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -189,16 +188,7 @@ func TestHandlerGolden(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	golden := filepath.Join("testdata", "handler.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := fixture(t, "handler.golden.json")
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Fatalf("handler output\n%s\nwant\n%s", got.Bytes(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", "handler.golden.json"), got.Bytes())
 	var traces []Trace
 	if err := json.Unmarshal(got.Bytes(), &traces); err != nil || len(traces) != 4 {
 		t.Fatalf("decoded %d traces, %v", len(traces), err)

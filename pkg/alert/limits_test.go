@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/crash"
 )
 
@@ -206,7 +207,7 @@ func TestFlexSizeLimitFallsBackToText(t *testing.T) {
 		{"one byte under", size - 1, "text"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := &fakeMetrics{}
+			m := &testmetrics.Recorder{}
 			n, p, logs := newTestNotifier(t, []string{opUser}, WithMetrics(m))
 			n.flexLimit = tt.limit
 			msg := pushedMessage(t, n, p, ev)
@@ -221,8 +222,8 @@ func TestFlexSizeLimitFallsBackToText(t *testing.T) {
 						t.Errorf("fallback text lacks %q:\n%s", want, text)
 					}
 				}
-				if m.counts[MetricTextFallback] != 1 || !strings.Contains(logs.String(), "card too large") {
-					t.Errorf("fallback not counted/logged: %v\n%s", m.counts, logs)
+				if m.Total(MetricTextFallback) != 1 || !strings.Contains(logs.String(), "card too large") {
+					t.Errorf("fallback not counted/logged: %v\n%s", m.Counts(), logs)
 				}
 			}
 		})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,10 +18,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/golden"
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/crash"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 const (
 	opUser  = "U4af4980629a0e3c1b2d5f6e7a8b9c0d1"
@@ -62,30 +61,6 @@ func (f *fakePusher) to(op string) []pushCall {
 		}
 	}
 	return out
-}
-
-type fakeMetrics struct {
-	mu        sync.Mutex
-	counts    map[string]float64
-	durations map[string]int
-}
-
-func (m *fakeMetrics) Count(name string, n float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.counts == nil {
-		m.counts = map[string]float64{}
-	}
-	m.counts[name] += n
-}
-
-func (m *fakeMetrics) Duration(name string, _ time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.durations == nil {
-		m.durations = map[string]int{}
-	}
-	m.durations[name]++
 }
 
 func newTestNotifier(t *testing.T, ops []string, opts ...Option) (*Notifier, *fakePusher, *bytes.Buffer) {
@@ -141,19 +116,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			golden := filepath.Join("testdata", name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("pushes differ from %s (go test -update rewrites it); got:\n%s", golden, got)
-			}
+			golden.Check(t, filepath.Join("testdata", name+".golden.json"), got)
 		})
 	}
 }
@@ -412,7 +375,7 @@ func burst(t *testing.T, n int, idPrefix string) events.SNSEvent {
 }
 
 func TestBurstIsCoalescedIntoPushesOfFive(t *testing.T) {
-	m := &fakeMetrics{}
+	m := &testmetrics.Recorder{}
 	n, p, _ := newTestNotifier(t, []string{opUser, opGroup}, WithMetrics(m))
 	if err := n.Handle(context.Background(), burst(t, 12, "burst")); err != nil {
 		t.Fatal(err)
@@ -438,8 +401,8 @@ func TestBurstIsCoalescedIntoPushesOfFive(t *testing.T) {
 			}
 		}
 	}
-	if m.counts[MetricRecords] != 12 || m.counts[MetricAlarms] != 12 || m.counts[MetricPushes] != 6 || m.durations[MetricPushDuration] != 6 {
-		t.Errorf("metrics = %v %v", m.counts, m.durations)
+	if m.Total(MetricRecords) != 12 || m.Total(MetricAlarms) != 12 || m.Total(MetricPushes) != 6 || m.Observations(MetricPushDuration) != 6 {
+		t.Errorf("metrics = %v", m.Counts())
 	}
 }
 
@@ -499,7 +462,7 @@ func TestMalformedRecordsAreSkipped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := &fakeMetrics{}
+			m := &testmetrics.Recorder{}
 			n, p, logs := newTestNotifier(t, []string{opUser}, WithMetrics(m))
 			ev := events.SNSEvent{Records: []events.SNSEventRecord{{SNS: events.SNSEntity{
 				MessageID: "bad-1", Message: tt.body, MessageAttributes: tt.attrs}}}}
@@ -516,8 +479,8 @@ func TestMalformedRecordsAreSkipped(t *testing.T) {
 			if strings.Contains(out, "secret diary") {
 				t.Errorf("message text was logged:\n%s", out)
 			}
-			if m.counts[MetricMalformed] != 1 {
-				t.Errorf("malformed count = %v, want 1", m.counts[MetricMalformed])
+			if m.Total(MetricMalformed) != 1 {
+				t.Errorf("malformed count = %v, want 1", m.Total(MetricMalformed))
 			}
 		})
 	}
@@ -537,7 +500,7 @@ func TestMalformedRecordDoesNotBlockTheOthers(t *testing.T) {
 
 func TestPushFailureForOneOperator(t *testing.T) {
 	errLINE := errors.New("line: 500 internal error")
-	m := &fakeMetrics{}
+	m := &testmetrics.Recorder{}
 	n, p, logs := newTestNotifier(t, []string{opUser, opGroup}, WithMetrics(m))
 	p.fail = map[string]error{opUser: errLINE}
 	err := n.Handle(context.Background(), burst(t, 6, "f"))
@@ -553,8 +516,8 @@ func TestPushFailureForOneOperator(t *testing.T) {
 	if got := len(p.to(opGroup)); got != 2 {
 		t.Errorf("other operator: %d pushes, want 2", got)
 	}
-	if m.counts[MetricPushErrors] != 2 || m.counts[MetricPushes] != 2 {
-		t.Errorf("metrics = %v", m.counts)
+	if m.Total(MetricPushErrors) != 2 || m.Total(MetricPushes) != 2 {
+		t.Errorf("metrics = %v", m.Counts())
 	}
 	if !strings.Contains(logs.String(), "push failed") {
 		t.Errorf("failure not logged:\n%s", logs)

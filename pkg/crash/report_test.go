@@ -1,19 +1,16 @@
 package crash
 
 import (
-	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
+	"github.com/linegate/linegate/internal/golden"
+)
 
 var crashTime = time.Date(2026, 3, 14, 1, 2, 3, 456_000_000, time.UTC)
 
@@ -112,19 +109,7 @@ func TestMarshalGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, bytes.TrimSpace(want)) {
-		t.Errorf("Marshal =\n%s\nwant (golden)\n%s", got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "report.golden.json"), append(got, '\n'))
 	back, err := Parse(got)
 	if err != nil {
 		t.Fatal(err)

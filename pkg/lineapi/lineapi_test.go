@@ -16,6 +16,8 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/backoff"
 )
 
@@ -25,49 +27,13 @@ const (
 	eventID = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-type metrics struct {
-	mu     sync.Mutex
-	counts map[string]float64
-}
-
-func (m *metrics) Count(name string, n float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.counts[name] += n
-}
-
-func (m *metrics) Duration(string, time.Duration) {}
-
-func (m *metrics) get(name string) float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.counts[name]
-}
-
 // env is a linemock behind an httptest.Server and a Client wired to it with a
 // fake clock and a sleep that only advances that clock.
 type env struct {
 	mock    *linemock.Server
 	srv     *httptest.Server
-	clk     *clock
-	metrics *metrics
+	clk     *testclock.Clock
+	metrics *testmetrics.Recorder
 	logs    *bytes.Buffer
 
 	mu     sync.Mutex
@@ -77,8 +43,8 @@ type env struct {
 func newEnv(t *testing.T, mockOpts ...linemock.Option) *env {
 	t.Helper()
 	e := &env{
-		clk:     &clock{t: time.Now()},
-		metrics: &metrics{counts: map[string]float64{}},
+		clk:     testclock.New(time.Now()),
+		metrics: &testmetrics.Recorder{},
 		logs:    &bytes.Buffer{},
 	}
 	e.mock = linemock.New(append([]linemock.Option{linemock.WithClock(e.clk.Now)}, mockOpts...)...)
@@ -133,8 +99,8 @@ func TestSendFreshTokenReplies(t *testing.T) {
 	if string(recs[0].Messages[0]) != `{"type":"text","text":"hello"}` {
 		t.Errorf("message sent as %s", recs[0].Messages[0])
 	}
-	if e.metrics.get(MetricReplies) != 1 || e.metrics.get(MetricPushes) != 0 {
-		t.Errorf("metrics = %v", e.metrics.counts)
+	if e.metrics.Total(MetricReplies) != 1 || e.metrics.Total(MetricPushes) != 0 {
+		t.Errorf("metrics = %v", e.metrics.Counts())
 	}
 }
 
@@ -158,8 +124,8 @@ func TestSendExpiredTokenPushesWithDerivedKey(t *testing.T) {
 	if n := e.calls(linemock.PathReply, 400) + e.calls(linemock.PathReply, 200); n != 0 {
 		t.Errorf("a stale token was still tried %d time(s)", n)
 	}
-	if e.metrics.get(MetricReplyFallbacks) != 1 {
-		t.Errorf("fallbacks = %v", e.metrics.get(MetricReplyFallbacks))
+	if e.metrics.Total(MetricReplyFallbacks) != 1 {
+		t.Errorf("fallbacks = %v", e.metrics.Total(MetricReplyFallbacks))
 	}
 }
 
@@ -201,13 +167,13 @@ func TestSendUsedTokenFallsBackToPush(t *testing.T) {
 	if e.calls(linemock.PathReply, 400) != 2 {
 		t.Errorf("invalid token retried: %v", e.mock.Calls())
 	}
-	if e.metrics.get(MetricReplyFallbacks) != 1 {
-		t.Errorf("fallbacks = %v", e.metrics.get(MetricReplyFallbacks))
+	if e.metrics.Total(MetricReplyFallbacks) != 1 {
+		t.Errorf("fallbacks = %v", e.metrics.Total(MetricReplyFallbacks))
 	}
 	// Only the direct Reply that returned an error counts; the recovered
 	// fallback inside Send does not.
-	if e.metrics.get(MetricErrors) != 1 {
-		t.Errorf("errors = %v, want 1", e.metrics.get(MetricErrors))
+	if e.metrics.Total(MetricErrors) != 1 {
+		t.Errorf("errors = %v, want 1", e.metrics.Total(MetricErrors))
 	}
 }
 
@@ -226,8 +192,8 @@ func TestPushRepeatIsSuccess(t *testing.T) {
 	if e.calls(linemock.PathPush, 409) != 1 {
 		t.Errorf("calls = %v, want one 409", e.mock.Calls())
 	}
-	if e.metrics.get(MetricDuplicatePushes) != 1 || e.metrics.get(MetricPushes) != 1 || e.metrics.get(MetricErrors) != 0 {
-		t.Errorf("metrics = %v", e.metrics.counts)
+	if e.metrics.Total(MetricDuplicatePushes) != 1 || e.metrics.Total(MetricPushes) != 1 || e.metrics.Total(MetricErrors) != 0 {
+		t.Errorf("metrics = %v", e.metrics.Counts())
 	}
 }
 
@@ -267,8 +233,8 @@ func TestRateLimitedThenSuccess(t *testing.T) {
 		if got := e.slept(); len(got) != 1 || got[0] != time.Second {
 			t.Errorf("sleeps = %v, want [1s]", got)
 		}
-		if len(e.mock.Messages()) != 1 || e.metrics.get(MetricRateLimited) != 1 {
-			t.Errorf("records %d, rate limited %v", len(e.mock.Messages()), e.metrics.get(MetricRateLimited))
+		if len(e.mock.Messages()) != 1 || e.metrics.Total(MetricRateLimited) != 1 {
+			t.Errorf("records %d, rate limited %v", len(e.mock.Messages()), e.metrics.Total(MetricRateLimited))
 		}
 	})
 	t.Run("backoff without Retry-After", func(t *testing.T) {
@@ -324,8 +290,8 @@ func TestServerErrorsExhaustAttempts(t *testing.T) {
 			t.Errorf("sleep %d = %v, outside [0, %v]", i, d, ceiling)
 		}
 	}
-	if len(e.mock.Messages()) != 0 || e.metrics.get(MetricErrors) != 1 || e.metrics.get(MetricRetries) != 3 {
-		t.Errorf("records %d metrics %v", len(e.mock.Messages()), e.metrics.counts)
+	if len(e.mock.Messages()) != 0 || e.metrics.Total(MetricErrors) != 1 || e.metrics.Total(MetricRetries) != 3 {
+		t.Errorf("records %d metrics %v", len(e.mock.Messages()), e.metrics.Counts())
 	}
 }
 

@@ -31,7 +31,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithy "github.com/aws/smithy-go"
 
-	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/pattern/patterntest"
 )
 
@@ -47,12 +46,49 @@ type Harness struct {
 	Divergences []Divergence
 }
 
-// Backend is one cloud under test.
+// Backend is one cloud under test: the real SDK clients of an endpoint, or
+// the in-memory cloud in every field.
 type Backend struct {
-	cloud.Cloud
+	SQS         SQS
+	EventBridge EventBridge
+	SNS         SNS
 	// Sleep lets d of cloud time pass. Nil means time.Sleep; an in-memory
 	// backend advances its clock instead.
 	Sleep func(d time.Duration)
+}
+
+// SQS is the SQS calls the suite makes.
+type SQS interface {
+	CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, optFns ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+}
+
+// EventBridge is the EventBridge calls the suite makes.
+type EventBridge interface {
+	CreateEventBus(ctx context.Context, in *eventbridge.CreateEventBusInput, optFns ...func(*eventbridge.Options)) (*eventbridge.CreateEventBusOutput, error)
+	PutRule(ctx context.Context, in *eventbridge.PutRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutRuleOutput, error)
+	DescribeRule(ctx context.Context, in *eventbridge.DescribeRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeRuleOutput, error)
+	PutTargets(ctx context.Context, in *eventbridge.PutTargetsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutTargetsOutput, error)
+	ListTargetsByRule(ctx context.Context, in *eventbridge.ListTargetsByRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.ListTargetsByRuleOutput, error)
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// SNS is the SNS calls the suite makes.
+type SNS interface {
+	CreateTopic(ctx context.Context, in *sns.CreateTopicInput, optFns ...func(*sns.Options)) (*sns.CreateTopicOutput, error)
+	Subscribe(ctx context.Context, in *sns.SubscribeInput, optFns ...func(*sns.Options)) (*sns.SubscribeOutput, error)
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
 // Divergence records that a backend departs from AWS's documented behaviour
@@ -169,11 +205,11 @@ type queueRef struct{ url, arn string }
 func createQueue(t *testing.T, b Backend, name string, attrs map[string]string) queueRef {
 	t.Helper()
 	ctx := ctxFor(t)
-	out, err := b.Queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	out, err := b.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
 		t.Fatalf("CreateQueue(%s): %v", name, err)
 	}
-	at, err := b.Queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	at, err := b.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		t.Fatalf("GetQueueAttributes(%s): %v", name, err)
 	}
@@ -182,7 +218,7 @@ func createQueue(t *testing.T, b Backend, name string, attrs map[string]string) 
 
 func send(t *testing.T, b Backend, q queueRef, body string) *sqs.SendMessageOutput {
 	t.Helper()
-	out, err := b.Queues.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(body)})
+	out, err := b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(body)})
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
@@ -194,7 +230,7 @@ var allAttrs = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttri
 // receiveNow short-polls once.
 func receiveNow(t *testing.T, b Backend, q queueRef, max int32) []sqstypes.Message {
 	t.Helper()
-	out, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{
+	out, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(q.url), MaxNumberOfMessages: max, MessageSystemAttributeNames: allAttrs,
 		MessageAttributeNames: []string{"All"},
 	})
@@ -213,7 +249,7 @@ func receiveN(t *testing.T, b Backend, q queueRef, n int) []sqstypes.Message {
 		if time.Now().After(deadline) {
 			t.Fatalf("received %d messages from %s within %v, want %d", len(got), q.url, wait, n)
 		}
-		out, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{
+		out, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(q.url), MaxNumberOfMessages: int32(min(n-len(got), 10)), WaitTimeSeconds: 1,
 			MessageSystemAttributeNames: allAttrs, MessageAttributeNames: []string{"All"},
 		})
@@ -243,21 +279,24 @@ func receiveCount(t *testing.T, m sqstypes.Message) int {
 
 func changeVisibility(t *testing.T, b Backend, q queueRef, m sqstypes.Message, vt int32) {
 	t.Helper()
-	if _, err := b.Queues.ChangeMessageVisibility(ctxFor(t), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: vt}); err != nil {
+	if _, err := b.SQS.ChangeMessageVisibility(ctxFor(t), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: vt}); err != nil {
 		t.Fatalf("ChangeMessageVisibility(%d): %v", vt, err)
 	}
 }
 
 func queueAttrs(t *testing.T, b Backend, q queueRef) map[string]string {
 	t.Helper()
-	out, err := b.Queues.GetQueueAttributes(ctxFor(t), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	out, err := b.SQS.GetQueueAttributes(ctxFor(t), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
 	if err != nil {
 		t.Fatalf("GetQueueAttributes: %v", err)
 	}
 	return out.Attributes
 }
 
-func apiCode(err error) string {
+// ErrorCode is the AWS error code err carries (as a smithy.APIError,
+// wrapped or not), or "": how the suite, and a backend's own tests, tell
+// AWS's errors apart without depending on their Go types.
+func ErrorCode(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		return ae.ErrorCode()
@@ -287,7 +326,7 @@ func redrivePolicy(dlqArn string, max int) string {
 func testCreateAndGetQueueURL(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	q := createQueue(t, b, "orders", map[string]string{"VisibilityTimeout": "45"})
-	got, err := b.Queues.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("orders")})
+	got, err := b.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("orders")})
 	if err != nil || aws.ToString(got.QueueUrl) != q.url {
 		t.Fatalf("GetQueueUrl = %v, %v; want %s", got, err, q.url)
 	}
@@ -297,7 +336,7 @@ func testCreateAndGetQueueURL(t *testing.T, b Backend) {
 	if !strings.HasPrefix(q.arn, "arn:aws:sqs:") || !strings.HasSuffix(q.arn, ":orders") || len(strings.Split(q.arn, ":")) != 6 {
 		t.Errorf("QueueArn = %q, want arn:aws:sqs:REGION:ACCOUNT:orders", q.arn)
 	}
-	again, err := b.Queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders"), Attributes: map[string]string{"VisibilityTimeout": "45"}})
+	again, err := b.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders"), Attributes: map[string]string{"VisibilityTimeout": "45"}})
 	if err != nil || aws.ToString(again.QueueUrl) != q.url {
 		t.Errorf("CreateQueue with identical attributes = %v, %v; want the same URL (idempotent)", again, err)
 	}
@@ -308,7 +347,7 @@ func testCreateAndGetQueueURL(t *testing.T, b Backend) {
 
 func testCreateQueueConflict(t *testing.T, b Backend) {
 	createQueue(t, b, "conflict", map[string]string{"VisibilityTimeout": "45"})
-	_, err := b.Queues.CreateQueue(ctxFor(t), &sqs.CreateQueueInput{QueueName: aws.String("conflict"), Attributes: map[string]string{"VisibilityTimeout": "60"}})
+	_, err := b.SQS.CreateQueue(ctxFor(t), &sqs.CreateQueueInput{QueueName: aws.String("conflict"), Attributes: map[string]string{"VisibilityTimeout": "60"}})
 	var qne *sqstypes.QueueNameExists
 	if !errors.As(err, &qne) {
 		t.Fatalf("CreateQueue with a different VisibilityTimeout = %v, want QueueNameExists", err)
@@ -317,14 +356,14 @@ func testCreateQueueConflict(t *testing.T, b Backend) {
 
 func testNonexistentQueue(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
-	_, err := b.Queues.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("missing")})
+	_, err := b.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("missing")})
 	var qdne *sqstypes.QueueDoesNotExist
 	if !errors.As(err, &qdne) {
 		t.Fatalf("GetQueueUrl(missing) = %v, want QueueDoesNotExist", err)
 	}
 	q := createQueue(t, b, "present", nil)
 	missing := strings.TrimSuffix(q.url, "present") + "missing"
-	_, err = b.Queues.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(missing)})
+	_, err = b.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(missing)})
 	if !errors.As(err, &qdne) {
 		t.Fatalf("ReceiveMessage(missing) = %v, want QueueDoesNotExist", err)
 	}
@@ -348,7 +387,7 @@ func testSendReceiveDelete(t *testing.T, b Backend) {
 	if err != nil || sentAt <= 0 {
 		t.Errorf("SentTimestamp = %q, want epoch milliseconds", m.Attributes["SentTimestamp"])
 	}
-	if _, err := b.Queues.DeleteMessage(ctxFor(t), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+	if _, err := b.SQS.DeleteMessage(ctxFor(t), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		t.Fatalf("DeleteMessage: %v", err)
 	}
 	a := queueAttrs(t, b, q)
@@ -390,7 +429,7 @@ func testReceiveCount(t *testing.T, b Backend) {
 		} else if got := m.Attributes["ApproximateFirstReceiveTimestamp"]; got != firstReceive {
 			t.Errorf("ApproximateFirstReceiveTimestamp changed from %s to %s", firstReceive, got)
 		}
-		out, err := b.Queues.ChangeMessageVisibilityBatch(ctxFor(t), &sqs.ChangeMessageVisibilityBatchInput{
+		out, err := b.SQS.ChangeMessageVisibilityBatch(ctxFor(t), &sqs.ChangeMessageVisibilityBatchInput{
 			QueueUrl: aws.String(q.url),
 			Entries:  []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("m"), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}},
 		})
@@ -416,7 +455,7 @@ func testChangeVisibilityZero(t *testing.T, b Backend) {
 // to the DLQ (maxReceiveCount is max), returning the message.
 func deadLetter(t *testing.T, b Backend, src, dlq queueRef, max int, body string, attrs map[string]sqstypes.MessageAttributeValue) sqstypes.Message {
 	t.Helper()
-	if _, err := b.Queues.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(src.url), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
+	if _, err := b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(src.url), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	for i := 1; i <= max; i++ {
@@ -428,7 +467,7 @@ func deadLetter(t *testing.T, b Backend, src, dlq queueRef, max int, body string
 	}
 	// The next receive finds the count at maxReceiveCount: the message goes
 	// to the DLQ instead of being delivered.
-	out, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(src.url), WaitTimeSeconds: 1})
+	out, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(src.url), WaitTimeSeconds: 1})
 	if err != nil || len(out.Messages) != 0 {
 		t.Fatalf("receive past maxReceiveCount = %d messages, %v; want none (moved to the DLQ)", len(out.Messages), err)
 	}
@@ -454,7 +493,7 @@ func testRedrive(t *testing.T, b Backend) {
 
 func testDelay(t *testing.T, b Backend) {
 	q := createQueue(t, b, "delay", nil)
-	if _, err := b.Queues.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("later"), DelaySeconds: 1}); err != nil {
+	if _, err := b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("later"), DelaySeconds: 1}); err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	expectNone(t, b, q, "during DelaySeconds")
@@ -473,14 +512,14 @@ func testBatchReceive(t *testing.T, b Backend) {
 	for i := range 10 {
 		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprintf("e%d", i)), MessageBody: aws.String(fmt.Sprintf("m%d", i))})
 	}
-	out, err := b.Queues.SendMessageBatch(ctxFor(t), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	out, err := b.SQS.SendMessageBatch(ctxFor(t), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 	if err != nil || len(out.Successful) != 10 || len(out.Failed) != 0 {
 		t.Fatalf("SendMessageBatch = %+v, %v; want 10 successful", out, err)
 	}
 	seen := map[string]bool{}
 	deadline := time.Now().Add(wait)
 	for len(seen) < 10 && time.Now().Before(deadline) {
-		r, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		r, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatalf("ReceiveMessage: %v", err)
 		}
@@ -498,8 +537,8 @@ func testBatchReceive(t *testing.T, b Backend) {
 
 func testReceiveOverTen(t *testing.T, b Backend) {
 	q := createQueue(t, b, "over", nil)
-	_, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 11})
-	if code := apiCode(err); code != "InvalidParameterValue" {
+	_, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 11})
+	if code := ErrorCode(err); code != "InvalidParameterValue" {
 		t.Fatalf("ReceiveMessage(MaxNumberOfMessages=11) = %v (code %q), want InvalidParameterValue", err, code)
 	}
 }
@@ -510,7 +549,7 @@ func testSendBatchOverTen(t *testing.T, b Backend) {
 	for i := range 11 {
 		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprintf("e%d", i)), MessageBody: aws.String("x")})
 	}
-	_, err := b.Queues.SendMessageBatch(ctxFor(t), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	_, err := b.SQS.SendMessageBatch(ctxFor(t), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 	var tooMany *sqstypes.TooManyEntriesInBatchRequest
 	if !errors.As(err, &tooMany) {
 		t.Fatalf("SendMessageBatch(11 entries) = %v, want TooManyEntriesInBatchRequest", err)
@@ -522,7 +561,7 @@ func testDeleteBatchPartial(t *testing.T, b Backend) {
 	send(t, b, q, "a")
 	send(t, b, q, "b")
 	msgs := receiveN(t, b, q, 2)
-	out, err := b.Queues.DeleteMessageBatch(ctxFor(t), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: []sqstypes.DeleteMessageBatchRequestEntry{
+	out, err := b.SQS.DeleteMessageBatch(ctxFor(t), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: []sqstypes.DeleteMessageBatchRequestEntry{
 		{Id: aws.String("good"), ReceiptHandle: msgs[0].ReceiptHandle},
 		{Id: aws.String("bad"), ReceiptHandle: aws.String("not-a-receipt-handle")},
 	}})
@@ -552,7 +591,7 @@ func testMessageAttributes(t *testing.T, b Backend) {
 		"color.hint": {DataType: aws.String("String.custom"), StringValue: aws.String("navy")},
 	}
 	trace := "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
-	sent, err := b.Queues.SendMessage(ctxFor(t), &sqs.SendMessageInput{
+	sent, err := b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.url), MessageBody: aws.String("with attributes"), MessageAttributes: attrs,
 		MessageSystemAttributes: map[string]sqstypes.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(trace)}},
 	})
@@ -577,7 +616,7 @@ func testMessageAttributes(t *testing.T, b Backend) {
 	}
 	// Selecting attributes by name.
 	changeVisibility(t, b, q, m, 0)
-	out, err := b.Queues.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), WaitTimeSeconds: 1, MessageAttributeNames: []string{"count", "blob"}})
+	out, err := b.SQS.ReceiveMessage(ctxFor(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), WaitTimeSeconds: 1, MessageAttributeNames: []string{"count", "blob"}})
 	if err != nil || len(out.Messages) != 1 {
 		t.Fatalf("ReceiveMessage with selected attributes = %+v, %v", out, err)
 	}
@@ -606,7 +645,7 @@ func testPurge(t *testing.T, b Backend) {
 	q := createQueue(t, b, "purge", nil)
 	send(t, b, q, "a")
 	send(t, b, q, "b")
-	if _, err := b.Queues.PurgeQueue(ctxFor(t), &sqs.PurgeQueueInput{QueueUrl: aws.String(q.url)}); err != nil {
+	if _, err := b.SQS.PurgeQueue(ctxFor(t), &sqs.PurgeQueueInput{QueueUrl: aws.String(q.url)}); err != nil {
 		t.Fatalf("PurgeQueue: %v", err)
 	}
 	expectNone(t, b, q, "after PurgeQueue")
@@ -618,12 +657,12 @@ func testMoveTask(t *testing.T, b Backend) {
 	src := createQueue(t, b, "move-src", map[string]string{"RedrivePolicy": redrivePolicy(dlq.arn, 1)})
 	dead := deadLetter(t, b, src, dlq, 1, "redrive me", nil)
 	changeVisibility(t, b, dlq, dead, 0)
-	if _, err := b.Queues.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlq.arn)}); err != nil {
+	if _, err := b.SQS.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlq.arn)}); err != nil {
 		t.Fatalf("StartMessageMoveTask: %v", err)
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		out, err := b.Queues.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlq.arn)})
+		out, err := b.SQS.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlq.arn)})
 		if err != nil {
 			t.Fatalf("ListMessageMoveTasks: %v", err)
 		}
@@ -653,7 +692,7 @@ type busRef struct{ name string }
 
 func createBus(t *testing.T, b Backend, name string) busRef {
 	t.Helper()
-	if _, err := b.Admin.CreateEventBus(ctxFor(t), &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
+	if _, err := b.EventBridge.CreateEventBus(ctxFor(t), &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
 		t.Fatalf("CreateEventBus(%s): %v", name, err)
 	}
 	return busRef{name: name}
@@ -662,14 +701,14 @@ func createBus(t *testing.T, b Backend, name string) busRef {
 func putRule(t *testing.T, b Backend, bus busRef, name, pattern string, state ebtypes.RuleState, targets ...string) {
 	t.Helper()
 	ctx := ctxFor(t)
-	if _, err := b.Admin.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventBusName: aws.String(bus.name), EventPattern: aws.String(pattern), State: state}); err != nil {
+	if _, err := b.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventBusName: aws.String(bus.name), EventPattern: aws.String(pattern), State: state}); err != nil {
 		t.Fatalf("PutRule(%s, %s): %v", name, pattern, err)
 	}
 	var ts []ebtypes.Target
 	for i, arn := range targets {
 		ts = append(ts, ebtypes.Target{Id: aws.String(fmt.Sprintf("t%d", i)), Arn: aws.String(arn)})
 	}
-	out, err := b.Admin.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(bus.name), Targets: ts})
+	out, err := b.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(bus.name), Targets: ts})
 	if err != nil || out.FailedEntryCount != 0 {
 		t.Fatalf("PutTargets(%s) = %+v, %v", name, out, err)
 	}
@@ -677,7 +716,7 @@ func putRule(t *testing.T, b Backend, bus busRef, name, pattern string, state eb
 
 func putEvents(t *testing.T, b Backend, entries ...ebtypes.PutEventsRequestEntry) *eventbridge.PutEventsOutput {
 	t.Helper()
-	out, err := b.Bus.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: entries})
+	out, err := b.EventBridge.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: entries})
 	if err != nil {
 		t.Fatalf("PutEvents: %v", err)
 	}
@@ -781,11 +820,11 @@ func testDisabledRule(t *testing.T, b Backend) {
 	putEvents(t, b, ebtypes.PutEventsRequestEntry{EventBusName: aws.String(bus.name), Source: aws.String("app"), DetailType: aws.String("x"), Detail: aws.String(`{}`)})
 	receiveN(t, b, on, 1)
 	expectNone(t, b, off, "a DISABLED rule delivers nothing")
-	d, err := b.Admin.DescribeRule(ctxFor(t), &eventbridge.DescribeRuleInput{Name: aws.String("off"), EventBusName: aws.String(bus.name)})
+	d, err := b.EventBridge.DescribeRule(ctxFor(t), &eventbridge.DescribeRuleInput{Name: aws.String("off"), EventBusName: aws.String(bus.name)})
 	if err != nil || d.State != ebtypes.RuleStateDisabled || aws.ToString(d.EventPattern) == "" {
 		t.Errorf("DescribeRule(off) = %+v, %v; want DISABLED with its pattern", d, err)
 	}
-	lt, err := b.Admin.ListTargetsByRule(ctxFor(t), &eventbridge.ListTargetsByRuleInput{Rule: aws.String("off"), EventBusName: aws.String(bus.name)})
+	lt, err := b.EventBridge.ListTargetsByRule(ctxFor(t), &eventbridge.ListTargetsByRuleInput{Rule: aws.String("off"), EventBusName: aws.String(bus.name)})
 	if err != nil || len(lt.Targets) != 1 || aws.ToString(lt.Targets[0].Arn) != off.arn {
 		t.Errorf("ListTargetsByRule(off) = %+v, %v; want the one queue target", lt, err)
 	}
@@ -842,15 +881,15 @@ func testOverTenEntries(t *testing.T, b Backend) {
 	for range 11 {
 		entries = append(entries, ebtypes.PutEventsRequestEntry{Source: aws.String("app"), DetailType: aws.String("x"), Detail: aws.String(`{}`)})
 	}
-	_, err := b.Bus.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: entries})
-	if code := apiCode(err); code != "ValidationException" {
+	_, err := b.EventBridge.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: entries})
+	if code := ErrorCode(err); code != "ValidationException" {
 		t.Fatalf("PutEvents(11 entries) = %v (code %q), want ValidationException", err, code)
 	}
 }
 
 func testOverSize(t *testing.T, b Backend) {
 	big := `{"pad":"` + strings.Repeat("x", 1<<20) + `"}`
-	_, err := b.Bus.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{Source: aws.String("app"), DetailType: aws.String("x"), Detail: aws.String(big)}}})
+	_, err := b.EventBridge.PutEvents(ctxFor(t), &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{Source: aws.String("app"), DetailType: aws.String("x"), Detail: aws.String(big)}}})
 	if err == nil {
 		t.Fatalf("PutEvents with a 1 MB detail succeeded; the total entry size must be under 1 MB")
 	}
@@ -872,7 +911,7 @@ func testTraceHeader(t *testing.T, b Backend) {
 func subscribeQueue(t *testing.T, b Backend, name string, raw bool) (topicArn string, q queueRef) {
 	t.Helper()
 	ctx := ctxFor(t)
-	tp, err := b.Topics.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name)})
+	tp, err := b.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name)})
 	if err != nil {
 		t.Fatalf("CreateTopic: %v", err)
 	}
@@ -881,7 +920,7 @@ func subscribeQueue(t *testing.T, b Backend, name string, raw bool) (topicArn st
 	if raw {
 		in.Attributes = map[string]string{"RawMessageDelivery": "true"}
 	}
-	if _, err := b.Topics.Subscribe(ctx, in); err != nil {
+	if _, err := b.SNS.Subscribe(ctx, in); err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	return *tp.TopicArn, q
@@ -892,7 +931,7 @@ func testSNSNotification(t *testing.T, b Backend) {
 	if !strings.HasPrefix(topicArn, "arn:aws:sns:") || !strings.HasSuffix(topicArn, ":ops") {
 		t.Errorf("TopicArn = %q, want arn:aws:sns:REGION:ACCOUNT:ops", topicArn)
 	}
-	pub, err := b.Topics.Publish(ctxFor(t), &sns.PublishInput{
+	pub, err := b.SNS.Publish(ctxFor(t), &sns.PublishInput{
 		TopicArn: aws.String(topicArn), Message: aws.String(`{"AlarmName":"dlq-depth"}`), Subject: aws.String("ALARM"),
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("alarm")}},
 	})
@@ -922,7 +961,7 @@ func testSNSNotification(t *testing.T, b Backend) {
 
 func testSNSRaw(t *testing.T, b Backend) {
 	topicArn, q := subscribeQueue(t, b, "raw", true)
-	if _, err := b.Topics.Publish(ctxFor(t), &sns.PublishInput{
+	if _, err := b.SNS.Publish(ctxFor(t), &sns.PublishInput{
 		TopicArn: aws.String(topicArn), Message: aws.String("plain"),
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("crash")}},
 	}); err != nil {
@@ -938,12 +977,12 @@ func testSNSRaw(t *testing.T, b Backend) {
 }
 
 func testSNSMissingTopic(t *testing.T, b Backend) {
-	tp, err := b.Topics.CreateTopic(ctxFor(t), &sns.CreateTopicInput{Name: aws.String("exists")})
+	tp, err := b.SNS.CreateTopic(ctxFor(t), &sns.CreateTopicInput{Name: aws.String("exists")})
 	if err != nil {
 		t.Fatalf("CreateTopic: %v", err)
 	}
 	missing := strings.TrimSuffix(*tp.TopicArn, "exists") + "missing"
-	_, err = b.Topics.Publish(ctxFor(t), &sns.PublishInput{TopicArn: aws.String(missing), Message: aws.String("x")})
+	_, err = b.SNS.Publish(ctxFor(t), &sns.PublishInput{TopicArn: aws.String(missing), Message: aws.String("x")})
 	var nf *snstypes.NotFoundException
 	if !errors.As(err, &nf) {
 		t.Fatalf("Publish to a missing topic = %v, want NotFoundException", err)
@@ -982,7 +1021,7 @@ func (s *suite) runPatterns(t *testing.T) {
 			}
 			r.detail = ev.Detail
 			name := fmt.Sprintf("p%d", i)
-			if _, err := b.Admin.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
+			if _, err := b.EventBridge.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
 				return fmt.Errorf("CreateEventBus: %w", err)
 			}
 			var err error
@@ -1014,7 +1053,7 @@ func (s *suite) runPatterns(t *testing.T) {
 		for i, r := range batch {
 			entries[i] = r.entry
 		}
-		out, err := b.Bus.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+		out, err := b.EventBridge.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 		for i, r := range batch {
 			switch {
 			case err != nil:
@@ -1058,11 +1097,11 @@ func (s *suite) runPatterns(t *testing.T) {
 }
 
 func tryCreateQueue(ctx context.Context, b Backend, name string) (queueRef, error) {
-	out, err := b.Queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	out, err := b.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		return queueRef{}, fmt.Errorf("CreateQueue(%s): %w", name, err)
 	}
-	at, err := b.Queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	at, err := b.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return queueRef{}, fmt.Errorf("GetQueueAttributes(%s): %w", name, err)
 	}
@@ -1070,10 +1109,10 @@ func tryCreateQueue(ctx context.Context, b Backend, name string) (queueRef, erro
 }
 
 func tryPutRule(ctx context.Context, b Backend, bus, name, pattern, target string) error {
-	if _, err := b.Admin.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventBusName: aws.String(bus), EventPattern: aws.String(pattern)}); err != nil {
+	if _, err := b.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventBusName: aws.String(bus), EventPattern: aws.String(pattern)}); err != nil {
 		return fmt.Errorf("PutRule(%s): %w", name, err)
 	}
-	out, err := b.Admin.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(bus), Targets: []ebtypes.Target{{Id: aws.String("t"), Arn: aws.String(target)}}})
+	out, err := b.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(bus), Targets: []ebtypes.Target{{Id: aws.String("t"), Arn: aws.String(target)}}})
 	if err != nil {
 		return fmt.Errorf("PutTargets(%s): %w", name, err)
 	}
@@ -1092,7 +1131,7 @@ func (s *suite) runInvalidPatterns(t *testing.T) {
 			if s.skipDivergent(t, path) {
 				return
 			}
-			_, err := b.Admin.PutRule(ctxFor(t), &eventbridge.PutRuleInput{Name: aws.String("invalid-" + strings.ReplaceAll(in.Name, "_", "-")), EventPattern: aws.String(in.Pattern)})
+			_, err := b.EventBridge.PutRule(ctxFor(t), &eventbridge.PutRuleInput{Name: aws.String("invalid-" + strings.ReplaceAll(in.Name, "_", "-")), EventPattern: aws.String(in.Pattern)})
 			var iep *ebtypes.InvalidEventPatternException
 			if !errors.As(err, &iep) {
 				t.Fatalf("PutRule(%s) = %v, want InvalidEventPatternException (%s)", in.Pattern, err, in.Doc)

@@ -47,7 +47,8 @@ func TestConformanceMoto(t *testing.T) {
 			if err := motoserver.Reset(context.Background(), ep); err != nil {
 				t.Fatalf("reset moto: %v", err)
 			}
-			return cloudtest.Backend{Cloud: cloud.NewAWS(cfg)}
+			c := cloud.NewAWS(cfg)
+			return cloudtest.Backend{SQS: c.SQS, EventBridge: c.EventBridge, SNS: c.SNS}
 		},
 		Divergences: motoDivergences,
 	})
@@ -65,7 +66,7 @@ func TestMD5OfMessageAttributesAgreesWithMoto(t *testing.T) {
 		"color.hint": {DataType: aws.String("String.custom"), StringValue: aws.String("日本")},
 	}
 	trace := map[string]sqstypes.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793")}}
-	digests := func(q cloud.Queues) (string, string) {
+	digests := func(q cloudtest.SQS) (string, string) {
 		out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("md5")})
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +80,7 @@ func TestMD5OfMessageAttributesAgreesWithMoto(t *testing.T) {
 	m := mem.New()
 	defer m.Close()
 	memAttrs, memSys := digests(m)
-	motoAttrs, motoSys := digests(cloud.NewAWS(motoserver.Config(ep)).Queues)
+	motoAttrs, motoSys := digests(cloud.NewAWS(motoserver.Config(ep)).SQS)
 	if memAttrs != motoAttrs || memAttrs == "" {
 		t.Errorf("MD5OfMessageAttributes: mem %q, moto %q", memAttrs, motoAttrs)
 	}

@@ -2,13 +2,19 @@
 // for the calls linegate makes, so `linegate local` runs the whole pipeline
 // in one Go process and tests run without an account or an emulator.
 //
-// A *Cloud satisfies cloud.EventBus, cloud.EventAdmin, cloud.Queues and
-// cloud.Topics with the aws-sdk-go-v2 input, output and error types: errors
-// are the SDK's smithy API errors with AWS's codes (for example
-// *sqstypes.QueueDoesNotExist), wrapped in *smithy.OperationError as the SDK
-// wraps them, so callers use errors.As exactly as against AWS. The package
-// cloud/cloudtest pins these semantics and runs against both this package and
-// moto_server.
+// A *Cloud has the aws-sdk-go-v2 clients' method signatures for the calls
+// linegate makes, so it satisfies every narrow interface a consumer declares
+// for the real EventBridge, SQS or SNS client, with the SDK's input, output
+// and error types: errors are the SDK's smithy API errors with AWS's codes
+// (for example *sqstypes.QueueDoesNotExist), wrapped in
+// *smithy.OperationError as the SDK wraps them, so callers use errors.As
+// exactly as against AWS. The package cloud/cloudtest pins these semantics
+// and runs against both this package and moto_server.
+//
+// SQS's queue semantics (visibility, receive counts, redrive, moves) live in
+// cloud/mem/queue behind a small driver interface; the SDK-shaped methods
+// here are thin adapters over it, and every batch call's per-entry handling
+// is written once.
 //
 // Time: timestamps come from the clock (WithClock); every duration the cloud
 // waits (visibility timeouts, delays, retention, long polls, SNS-to-function
@@ -27,15 +33,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithy "github.com/aws/smithy-go"
 
-	"github.com/linegate/linegate/internal/cloud"
+	"github.com/linegate/linegate/internal/cloud/mem/queue"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -104,8 +110,9 @@ type Cloud struct {
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced whenever a queue gains visible messages
-	queues    map[string]*queue
-	moveTasks []*moveTask
+	sqs       queueDriver
+	queues    map[string]*sqsQueue
+	moveTasks []sqstypes.ListMessageMoveTasksResultEntry
 	buses     map[string]*bus
 	topics    map[string]*topic
 	failPut   func(ebtypes.PutEventsRequestEntry) (string, bool)
@@ -127,7 +134,7 @@ func New(opts ...Option) *Cloud {
 		log:     slog.New(slog.DiscardHandler),
 		metrics: telemetry.Discard,
 		changed: make(chan struct{}),
-		queues:  map[string]*queue{},
+		queues:  map[string]*sqsQueue{},
 		buses:   map[string]*bus{},
 		topics:  map[string]*topic{},
 		ctx:     ctx,
@@ -136,13 +143,9 @@ func New(opts ...Option) *Cloud {
 	for _, o := range opts {
 		o(c)
 	}
+	c.sqs = queue.New(c.now)
 	c.buses["default"] = &bus{name: "default", arn: c.busArn("default"), rules: map[string]*rule{}}
 	return c
-}
-
-// Ports returns the cloud as the four ports, for wiring.
-func (c *Cloud) Ports() cloud.Cloud {
-	return cloud.Cloud{Bus: c, Admin: c, Queues: c, Topics: c}
 }
 
 // Close stops background work (function deliveries and their retries, long
@@ -186,6 +189,23 @@ func (c *Cloud) busArn(name string) string {
 	return fmt.Sprintf("arn:aws:events:%s:%s:event-bus/%s", c.region, c.account, name)
 }
 
+// locked runs fn under the cloud lock as operation op of service: after
+// Close it fails with ErrClosed, and fn's error comes back wrapped as the SDK
+// wraps a service's errors. Every SDK-shaped method runs its body through it
+// (SQS's through onQueue, EventBridge's rule calls through onRule).
+func locked[O any](c *Cloud, service, op string, fn func() (*O, error)) (*O, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, opErr(service, op, ErrClosed)
+	}
+	out, err := fn()
+	if err != nil {
+		return nil, opErr(service, op, err)
+	}
+	return out, nil
+}
+
 // opErr wraps err the way the SDK does, so messages and errors.As behave alike.
 func opErr(service, op string, err error) error {
 	return &smithy.OperationError{ServiceID: service, OperationName: op, Err: err}
@@ -220,20 +240,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
-// The in-memory cloud satisfies every port.
-var (
-	_ cloud.EventBus   = (*Cloud)(nil)
-	_ cloud.EventAdmin = (*Cloud)(nil)
-	_ cloud.Queues     = (*Cloud)(nil)
-	_ cloud.Topics     = (*Cloud)(nil)
-)

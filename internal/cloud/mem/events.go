@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -42,19 +43,6 @@ type rule struct {
 	targets        []ebtypes.Target
 }
 
-// eventJSON is the event a rule target receives, in AWS's field order.
-type eventJSON struct {
-	Version    string          `json:"version"`
-	ID         string          `json:"id"`
-	DetailType string          `json:"detail-type"`
-	Source     string          `json:"source"`
-	Account    string          `json:"account"`
-	Time       string          `json:"time"`
-	Region     string          `json:"region"`
-	Resources  []string        `json:"resources"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
 // busName accepts a bus name or ARN; empty means "default".
 func busName(s *string) string {
 	n := deref(s)
@@ -78,21 +66,18 @@ func (c *Cloud) CreateEventBus(ctx context.Context, in *eventbridge.CreateEventB
 	if in == nil || in.Name == nil {
 		return nil, opErr("EventBridge", op, required("CreateEventBusInput", "Name"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("EventBridge", op, ErrClosed)
-	}
 	name := *in.Name
-	if name == "" || name == "default" || strings.Contains(name, "/") || len(name) > 256 {
-		return nil, opErr("EventBridge", op, apiErr("ValidationException", "Event bus name %q is not valid.", name))
-	}
-	if _, ok := c.buses[name]; ok {
-		return nil, opErr("EventBridge", op, &ebtypes.ResourceAlreadyExistsException{Message: aws.String("Event bus " + name + " already exists.")})
-	}
-	b := &bus{name: name, arn: c.busArn(name), rules: map[string]*rule{}}
-	c.buses[name] = b
-	return &eventbridge.CreateEventBusOutput{EventBusArn: aws.String(b.arn), Description: in.Description, DeadLetterConfig: in.DeadLetterConfig}, nil
+	return locked(c, "EventBridge", op, func() (*eventbridge.CreateEventBusOutput, error) {
+		if name == "" || name == "default" || strings.Contains(name, "/") || len(name) > 256 {
+			return nil, apiErr("ValidationException", "Event bus name %q is not valid.", name)
+		}
+		if _, ok := c.buses[name]; ok {
+			return nil, &ebtypes.ResourceAlreadyExistsException{Message: aws.String("Event bus " + name + " already exists.")}
+		}
+		b := &bus{name: name, arn: c.busArn(name), rules: map[string]*rule{}}
+		c.buses[name] = b
+		return &eventbridge.CreateEventBusOutput{EventBusArn: aws.String(b.arn), Description: in.Description, DeadLetterConfig: in.DeadLetterConfig}, nil
+	})
 }
 
 func (c *Cloud) ruleArn(b *bus, name string) string {
@@ -129,38 +114,39 @@ func (c *Cloud) PutRule(ctx context.Context, in *eventbridge.PutRuleInput, _ ...
 	default:
 		return nil, opErr("EventBridge", op, apiErr("ValidationException", "State %q is not valid: use ENABLED or DISABLED.", state))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("EventBridge", op, ErrClosed)
-	}
-	bn := busName(in.EventBusName)
-	b, ok := c.buses[bn]
-	if !ok {
-		return nil, opErr("EventBridge", op, errBusNotFound(bn))
-	}
-	r, ok := b.rules[*in.Name]
-	if !ok {
-		r = &rule{name: *in.Name, arn: c.ruleArn(b, *in.Name), bus: b.name}
-		b.rules[r.name] = r
-		b.order = append(b.order, r.name)
-	}
-	r.description, r.eventPattern, r.schedule = deref(in.Description), deref(in.EventPattern), deref(in.ScheduleExpression)
-	r.compiled, r.state = compiled, state
-	return &eventbridge.PutRuleOutput{RuleArn: aws.String(r.arn)}, nil
+	return locked(c, "EventBridge", op, func() (*eventbridge.PutRuleOutput, error) {
+		bn := busName(in.EventBusName)
+		b, ok := c.buses[bn]
+		if !ok {
+			return nil, errBusNotFound(bn)
+		}
+		r, ok := b.rules[*in.Name]
+		if !ok {
+			r = &rule{name: *in.Name, arn: c.ruleArn(b, *in.Name), bus: b.name}
+			b.rules[r.name] = r
+			b.order = append(b.order, r.name)
+		}
+		r.description, r.eventPattern, r.schedule = deref(in.Description), deref(in.EventPattern), deref(in.ScheduleExpression)
+		r.compiled, r.state = compiled, state
+		return &eventbridge.PutRuleOutput{RuleArn: aws.String(r.arn)}, nil
+	})
 }
 
-func (c *Cloud) ruleLocked(busRef, name *string) (*rule, error) {
-	bn := busName(busRef)
-	b, ok := c.buses[bn]
-	if !ok {
-		return nil, errBusNotFound(bn)
-	}
-	r, ok := b.rules[deref(name)]
-	if !ok {
-		return nil, &ebtypes.ResourceNotFoundException{Message: aws.String("Rule " + deref(name) + " does not exist on EventBus " + bn + ".")}
-	}
-	return r, nil
+// onRule runs fn on the named rule of the bus as operation op (see
+// locked); an unknown bus or rule fails with ResourceNotFoundException.
+func onRule[O any](c *Cloud, op string, busRef, name *string, fn func(r *rule) (*O, error)) (*O, error) {
+	return locked(c, "EventBridge", op, func() (*O, error) {
+		bn := busName(busRef)
+		b, ok := c.buses[bn]
+		if !ok {
+			return nil, errBusNotFound(bn)
+		}
+		r, ok := b.rules[deref(name)]
+		if !ok {
+			return nil, &ebtypes.ResourceNotFoundException{Message: aws.String("Rule " + deref(name) + " does not exist on EventBus " + bn + ".")}
+		}
+		return fn(r)
+	})
 }
 
 // DescribeRule reports a rule as PutRule stored it.
@@ -169,17 +155,13 @@ func (c *Cloud) DescribeRule(ctx context.Context, in *eventbridge.DescribeRuleIn
 	if in == nil || in.Name == nil {
 		return nil, opErr("EventBridge", op, required("DescribeRuleInput", "Name"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, err := c.ruleLocked(in.EventBusName, in.Name)
-	if err != nil {
-		return nil, opErr("EventBridge", op, err)
-	}
-	return &eventbridge.DescribeRuleOutput{
-		Arn: aws.String(r.arn), Name: aws.String(r.name), EventBusName: aws.String(r.bus), State: r.state,
-		Description: optional(r.description), EventPattern: optional(r.eventPattern), ScheduleExpression: optional(r.schedule),
-		CreatedBy: aws.String(c.account),
-	}, nil
+	return onRule(c, op, in.EventBusName, in.Name, func(r *rule) (*eventbridge.DescribeRuleOutput, error) {
+		return &eventbridge.DescribeRuleOutput{
+			Arn: aws.String(r.arn), Name: aws.String(r.name), EventBusName: aws.String(r.bus), State: r.state,
+			Description: optional(r.description), EventPattern: optional(r.eventPattern), ScheduleExpression: optional(r.schedule),
+			CreatedBy: aws.String(c.account),
+		}, nil
+	})
 }
 
 // PutTargets adds or replaces (by Id) a rule's targets: SQS queue or SNS
@@ -191,47 +173,45 @@ func (c *Cloud) PutTargets(ctx context.Context, in *eventbridge.PutTargetsInput,
 	if in == nil || in.Rule == nil || len(in.Targets) == 0 {
 		return nil, opErr("EventBridge", op, required("PutTargetsInput", "Rule, Targets"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, err := c.ruleLocked(in.EventBusName, in.Rule)
-	if err != nil {
-		return nil, opErr("EventBridge", op, err)
-	}
-	out := &eventbridge.PutTargetsOutput{FailedEntries: []ebtypes.PutTargetsResultEntry{}}
-	fail := func(t ebtypes.Target, code, msg string) {
-		out.FailedEntries = append(out.FailedEntries, ebtypes.PutTargetsResultEntry{TargetId: t.Id, ErrorCode: aws.String(code), ErrorMessage: aws.String(msg)})
-	}
-	for _, t := range in.Targets {
-		switch {
-		case deref(t.Id) == "" || deref(t.Arn) == "":
-			fail(t, "ValidationException", "Targets need an Id and an Arn.")
-			continue
-		case t.InputTransformer != nil:
-			fail(t, "ValidationException", "mem: InputTransformer is not supported.")
-			continue
-		case t.Input != nil && !json.Valid([]byte(*t.Input)):
-			fail(t, "ValidationException", "Input is not valid JSON.")
-			continue
-		}
-		if t.InputPath != nil && !validInputPath(*t.InputPath) {
-			fail(t, "ValidationException", "mem: InputPath supports only \"$\" and \"$.key.key\" paths.")
-			continue
-		}
-		replaced := false
-		for i := range r.targets {
-			if deref(r.targets[i].Id) == *t.Id {
-				r.targets[i], replaced = t, true
+	return onRule(c, op, in.EventBusName, in.Rule, func(r *rule) (*eventbridge.PutTargetsOutput, error) {
+		out := &eventbridge.PutTargetsOutput{FailedEntries: []ebtypes.PutTargetsResultEntry{}}
+		for _, t := range in.Targets {
+			if msg := checkTarget(t); msg != "" {
+				out.FailedEntries = append(out.FailedEntries, ebtypes.PutTargetsResultEntry{TargetId: t.Id, ErrorCode: aws.String("ValidationException"), ErrorMessage: aws.String(msg)})
+				continue
+			}
+			replaced := false
+			for i := range r.targets {
+				if deref(r.targets[i].Id) == *t.Id {
+					r.targets[i], replaced = t, true
+				}
+			}
+			if !replaced {
+				if len(r.targets) >= maxTargets {
+					return nil, &ebtypes.LimitExceededException{Message: aws.String("The requested resource exceeds the maximum number allowed.")}
+				}
+				r.targets = append(r.targets, t)
 			}
 		}
-		if !replaced {
-			if len(r.targets) >= maxTargets {
-				return nil, opErr("EventBridge", op, &ebtypes.LimitExceededException{Message: aws.String("The requested resource exceeds the maximum number allowed.")})
-			}
-			r.targets = append(r.targets, t)
-		}
+		out.FailedEntryCount = int32(len(out.FailedEntries))
+		return out, nil
+	})
+}
+
+// checkTarget returns why PutTargets refuses t (its ValidationException
+// message), or "".
+func checkTarget(t ebtypes.Target) string {
+	switch {
+	case deref(t.Id) == "" || deref(t.Arn) == "":
+		return "Targets need an Id and an Arn."
+	case t.InputTransformer != nil:
+		return "mem: InputTransformer is not supported."
+	case t.Input != nil && !json.Valid([]byte(*t.Input)):
+		return "Input is not valid JSON."
+	case t.InputPath != nil && !validInputPath(*t.InputPath):
+		return "mem: InputPath supports only \"$\" and \"$.key.key\" paths."
 	}
-	out.FailedEntryCount = int32(len(out.FailedEntries))
-	return out, nil
+	return ""
 }
 
 func validInputPath(p string) bool {
@@ -244,13 +224,9 @@ func (c *Cloud) ListTargetsByRule(ctx context.Context, in *eventbridge.ListTarge
 	if in == nil || in.Rule == nil {
 		return nil, opErr("EventBridge", op, required("ListTargetsByRuleInput", "Rule"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, err := c.ruleLocked(in.EventBusName, in.Rule)
-	if err != nil {
-		return nil, opErr("EventBridge", op, err)
-	}
-	return &eventbridge.ListTargetsByRuleOutput{Targets: append([]ebtypes.Target{}, r.targets...)}, nil
+	return onRule(c, op, in.EventBusName, in.Rule, func(r *rule) (*eventbridge.ListTargetsByRuleOutput, error) {
+		return &eventbridge.ListTargetsByRuleOutput{Targets: append([]ebtypes.Target{}, r.targets...)}, nil
+	})
 }
 
 // entrySize is the user guide's PutEvents entry-size formula.
@@ -295,31 +271,28 @@ func (c *Cloud) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _
 	if total > maxPutEventsSize {
 		return nil, opErr("EventBridge", op, apiErr("ValidationException", "Total size of the entries in the request is over the limit."))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("EventBridge", op, ErrClosed)
-	}
-	out := &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}
-	for i, e := range in.Entries {
-		code, msg := c.checkEntry(e)
-		if code == "" && c.failPut != nil {
-			if fc, fail := c.failPut(e); fail {
-				code, msg = fc, "injected failure"
+	return locked(c, "EventBridge", op, func() (*eventbridge.PutEventsOutput, error) {
+		out := &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}
+		for i, e := range in.Entries {
+			code, msg := c.checkEntry(e)
+			if code == "" && c.failPut != nil {
+				if fc, fail := c.failPut(e); fail {
+					code, msg = fc, "injected failure"
+				}
 			}
+			if code != "" {
+				out.Entries[i] = ebtypes.PutEventsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String(msg)}
+				out.FailedEntryCount++
+				continue
+			}
+			id := uuid.NewString()
+			out.Entries[i] = ebtypes.PutEventsResultEntry{EventId: aws.String(id)}
+			c.deliverLocked(ctx, c.buses[busName(e.EventBusName)], id, e)
 		}
-		if code != "" {
-			out.Entries[i] = ebtypes.PutEventsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String(msg)}
-			out.FailedEntryCount++
-			continue
-		}
-		id := uuid.NewString()
-		out.Entries[i] = ebtypes.PutEventsResultEntry{EventId: aws.String(id)}
-		c.deliverLocked(ctx, c.buses[busName(e.EventBusName)], id, e)
-	}
-	c.metrics.Count("PutEventsEntries", float64(len(in.Entries)))
-	c.metrics.Count("PutEventsFailedEntries", float64(out.FailedEntryCount))
-	return out, nil
+		c.metrics.Count("PutEventsEntries", float64(len(in.Entries)))
+		c.metrics.Count("PutEventsFailedEntries", float64(out.FailedEntryCount))
+		return out, nil
+	})
 }
 
 // checkEntry returns AWS's per-entry error code and message, or "".
@@ -355,9 +328,9 @@ func (c *Cloud) deliverLocked(ctx context.Context, b *bus, id string, e ebtypes.
 	if res == nil {
 		res = []string{}
 	}
-	body, err := marshal(eventJSON{
-		Version: "0", ID: id, DetailType: *e.DetailType, Source: *e.Source, Account: c.account,
-		Time: t.UTC().Format(time.RFC3339), Region: c.region, Resources: res, Detail: json.RawMessage(*e.Detail),
+	body, err := marshal(events.EventBridgeEvent{
+		Version: "0", ID: id, DetailType: *e.DetailType, Source: *e.Source, AccountID: c.account,
+		Time: t.UTC().Truncate(time.Second), Region: c.region, Resources: res, Detail: json.RawMessage(*e.Detail),
 	})
 	if err != nil { // Detail was checked to be a JSON object; cannot happen.
 		c.log.Error("eventbridge: marshal event", "event_id", id, "err", err)
@@ -392,9 +365,7 @@ func (c *Cloud) deliverTargetLocked(ctx context.Context, r *rule, tg ebtypes.Tar
 			"ERROR_MESSAGE": strAttr(err.Error()),
 		}
 		if dq := c.queueByArn(*tg.DeadLetterConfig.Arn); dq != nil {
-			s := sendSpec{body: string(event), attrs: attrs}
-			if dq.validateSend(&s) == nil {
-				c.enqueueLocked(dq, s)
+			if _, err := c.sendLocked(dq, sendSpec{body: string(event), attrs: attrs}); err == nil {
 				log.Warn("eventbridge: target failed; event sent to its dead-letter queue")
 				c.metrics.Count("InvocationsSentToDlq", 1)
 				return
@@ -440,11 +411,9 @@ func (c *Cloud) sendToArnLocked(ctx context.Context, arn string, payload []byte,
 		if q == nil {
 			return fmt.Errorf("queue %s does not exist", arn)
 		}
-		s := sendSpec{body: string(payload), attrs: attrs, traceHeader: trace}
-		if err := q.validateSend(&s); err != nil {
+		if _, err := c.sendLocked(q, sendSpec{body: string(payload), attrs: attrs, traceHeader: trace}); err != nil {
 			return fmt.Errorf("send to %s: %w", arn, err)
 		}
-		c.enqueueLocked(q, s)
 		return nil
 	case strings.HasPrefix(arn, "arn:aws:sns:"):
 		t := c.topics[arn]

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -26,33 +24,18 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithy "github.com/aws/smithy-go"
 
+	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/golden"
+	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 var t0 = time.Date(2024, 1, 2, 3, 4, 5, 678e6, time.UTC)
 
-func newCloud(t *testing.T, opts ...mem.Option) (*mem.Cloud, *fakeClock) {
+func newCloud(t *testing.T, opts ...mem.Option) (*mem.Cloud, *testclock.Clock) {
 	t.Helper()
-	clk := &fakeClock{now: t0}
+	clk := testclock.New(t0)
 	c := mem.New(append([]mem.Option{mem.WithClock(clk.Now)}, opts...)...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, clk
@@ -87,17 +70,23 @@ func receive(t *testing.T, c *mem.Cloud, url string) []sqstypes.Message {
 	return out.Messages
 }
 
-func code(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
+// await is the next value from ch; when none comes within 5 s it fails t
+// with why.
+func await[T any](t *testing.T, ch <-chan T, why string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+		var zero T
+		return zero
 	}
-	return ""
 }
 
-// golden compares got (JSON) with testdata/name after masking generated
-// IDs; -update rewrites the file.
-func golden(t *testing.T, name string, got []byte) {
+// checkJSON compares got (JSON) with testdata/name after masking
+// generated IDs and indenting.
+func checkJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
 	uuidRE := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	got = uuidRE.ReplaceAll(got, []byte("00000000-0000-0000-0000-000000000000"))
@@ -106,19 +95,7 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatalf("golden %s: not JSON: %v\n%s", name, err, got)
 	}
 	buf.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("%s differs from golden:\n got: %s\nwant: %s", name, buf.Bytes(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), buf.Bytes())
 }
 
 func TestQueueURLsAndARNsLookLikeAWS(t *testing.T) {
@@ -169,7 +146,7 @@ func TestQueueValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bad name!")}); code(err) != "InvalidParameterValue" {
+	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bad name!")}); cloudtest.ErrorCode(err) != "InvalidParameterValue" {
 		t.Errorf("bad queue name: %v", err)
 	}
 	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("f"), Attributes: map[string]string{"FifoQueue": "true"}}); err == nil {
@@ -184,8 +161,8 @@ func TestQueueDoesNotExistCarriesAWSCode(t *testing.T) {
 	c, _ := newCloud(t)
 	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.us-east-1.amazonaws.com/123456789012/none"), MessageBody: aws.String("x")})
 	var qdne *sqstypes.QueueDoesNotExist
-	if !errors.As(err, &qdne) || code(err) != "AWS.SimpleQueueService.NonExistentQueue" {
-		t.Fatalf("err = %v (code %q), want QueueDoesNotExist with the query-compatible code", err, code(err))
+	if !errors.As(err, &qdne) || cloudtest.ErrorCode(err) != "AWS.SimpleQueueService.NonExistentQueue" {
+		t.Fatalf("err = %v (code %q), want QueueDoesNotExist with the query-compatible code", err, cloudtest.ErrorCode(err))
 	}
 	var oe *smithy.OperationError
 	if !errors.As(err, &oe) || oe.Operation() != "SendMessage" || oe.Service() != "SQS" {
@@ -214,8 +191,8 @@ func TestSendValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := tt.in
 			in.QueueUrl = aws.String(url)
-			if _, err := c.SendMessage(ctx, &in); code(err) != tt.want {
-				t.Fatalf("SendMessage = %v (code %q), want %s", err, code(err), tt.want)
+			if _, err := c.SendMessage(ctx, &in); cloudtest.ErrorCode(err) != tt.want {
+				t.Fatalf("SendMessage = %v (code %q), want %s", err, cloudtest.ErrorCode(err), tt.want)
 			}
 		})
 	}
@@ -241,7 +218,7 @@ func TestStaleReceiptHandle(t *testing.T) {
 	if st := c.QueueStats(url); st.InFlight != 1 {
 		t.Fatalf("after deleting with an old handle: %+v, want the message still in flight", st)
 	}
-	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: old.ReceiptHandle, VisibilityTimeout: 5}); code(err) != "InvalidParameterValue" {
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: old.ReceiptHandle, VisibilityTimeout: 5}); cloudtest.ErrorCode(err) != "InvalidParameterValue" {
 		t.Errorf("ChangeMessageVisibility(old handle) = %v, want InvalidParameterValue", err)
 	}
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: cur.ReceiptHandle}); err != nil {
@@ -264,35 +241,43 @@ func TestStaleReceiptHandle(t *testing.T) {
 	}
 }
 
-func TestChangeVisibilityOfVisibleMessage(t *testing.T) {
-	c, clk := newCloud(t)
-	url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
-	send(t, c, url, "x")
-	m := receive(t, c, url)[0]
-	clk.Advance(11 * time.Second)
-	_, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 30})
-	var mni *sqstypes.MessageNotInflight
-	if !errors.As(err, &mni) {
-		t.Fatalf("ChangeMessageVisibility after the timeout = %v, want MessageNotInflight", err)
+// ChangeMessageVisibility counts the new timeout from now, and only for a
+// message still in flight. Each case changes a 10 s timeout after some
+// seconds, then checks when the message shows again.
+func TestChangeVisibility(t *testing.T) {
+	tests := []struct {
+		name             string
+		after, timeout   time.Duration // when the change is made, and the new timeout
+		wantNotInflight  bool
+		hidden, reappear time.Duration // after the change: still hidden at hidden, visible at reappear
+	}{
+		{"extended from now", 8 * time.Second, 10 * time.Second, false, 9 * time.Second, 10 * time.Second},
+		{"zero shows it at once", 2 * time.Second, 0, false, 0, 0},
+		{"too late: the message is visible again", 11 * time.Second, 30 * time.Second, true, 0, 0},
 	}
-}
-
-func TestVisibilityExtendedFromNow(t *testing.T) {
-	c, clk := newCloud(t)
-	url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
-	send(t, c, url, "x")
-	m := receive(t, c, url)[0]
-	clk.Advance(8 * time.Second)
-	if _, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 10}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(9 * time.Second) // 17 s after receive, 9 s after the change
-	if got := receive(t, c, url); len(got) != 0 {
-		t.Fatalf("message visible 9 s after a 10 s extension")
-	}
-	clk.Advance(time.Second)
-	if got := receive(t, c, url); len(got) != 1 {
-		t.Fatalf("message not visible once the extension ran out")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, clk := newCloud(t)
+			url, _ := createQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
+			send(t, c, url, "x")
+			m := receive(t, c, url)[0]
+			clk.Advance(tt.after)
+			_, err := c.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: int32(tt.timeout / time.Second)})
+			var mni *sqstypes.MessageNotInflight
+			if got := errors.As(err, &mni); got != tt.wantNotInflight || (err != nil && !got) {
+				t.Fatalf("ChangeMessageVisibility = %v, want MessageNotInflight: %v", err, tt.wantNotInflight)
+			}
+			if tt.hidden > 0 {
+				clk.Advance(tt.hidden)
+				if got := receive(t, c, url); len(got) != 0 {
+					t.Fatalf("message visible %v after the change", tt.hidden)
+				}
+			}
+			clk.Advance(tt.reappear - tt.hidden)
+			if got := receive(t, c, url); len(got) != 1 {
+				t.Fatalf("message not visible %v after the change", tt.reappear)
+			}
+		})
 	}
 }
 
@@ -423,18 +408,9 @@ func TestCloseEndsLongPollsAndDeliveries(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	done := make(chan struct{})
 	go func() { _ = c.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return")
-	}
-	select {
-	case err := <-polled:
-		if !errors.Is(err, mem.ErrClosed) {
-			t.Errorf("long poll after Close = %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("long poll still waiting after Close")
+	await(t, done, "Close did not return")
+	if err := await(t, polled, "long poll still waiting after Close"); !errors.Is(err, mem.ErrClosed) {
+		t.Errorf("long poll after Close = %v, want ErrClosed", err)
 	}
 	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("x")}); !errors.Is(err, mem.ErrClosed) {
 		t.Errorf("SendMessage after Close = %v, want ErrClosed", err)
@@ -531,27 +507,8 @@ func TestPutEventsPerEntryOutcomes(t *testing.T) {
 	}
 }
 
-type countRecorder struct {
-	mu sync.Mutex
-	n  map[string]float64
-}
-
-func (r *countRecorder) Count(name string, n float64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.n[name] += n
-}
-
-func (r *countRecorder) Duration(string, time.Duration) {}
-
-func (r *countRecorder) get(name string) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.n[name]
-}
-
 func TestTargetFailureGoesToTargetDLQ(t *testing.T) {
-	rec := &countRecorder{n: map[string]float64{}}
+	rec := &testmetrics.Recorder{}
 	c, _ := newCloud(t, mem.WithMetrics(rec))
 	ctx := context.Background()
 	dlqURL, dlqArn := createQueue(t, c, "target-dlq", nil)
@@ -580,8 +537,8 @@ func TestTargetFailureGoesToTargetDLQ(t *testing.T) {
 	if json.Unmarshal([]byte(*msgs[0].Body), &ev) != nil || ev["detail"].(map[string]any)["k"] != "v" {
 		t.Errorf("DLQ body is not the event: %s", *msgs[0].Body)
 	}
-	if rec.get("InvocationsSentToDlq") != 1 || rec.get("FailedInvocations") != 1 {
-		t.Errorf("metrics = %v, want one dead-lettered and one dropped", rec.n)
+	if rec.Total("InvocationsSentToDlq") != 1 || rec.Total("FailedInvocations") != 1 {
+		t.Errorf("metrics = %v, want one dead-lettered and one dropped", rec.Counts())
 	}
 }
 
@@ -640,7 +597,7 @@ func TestEventBridgeAdminErrors(t *testing.T) {
 	if _, err := c.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String("b")}); !errors.As(err, &exists) {
 		t.Errorf("second CreateEventBus = %v", err)
 	}
-	if _, err := c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r")}); code(err) != "ValidationException" {
+	if _, err := c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r")}); cloudtest.ErrorCode(err) != "ValidationException" {
 		t.Errorf("PutRule without pattern or schedule = %v", err)
 	}
 	c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r"), EventPattern: aws.String(`{"source":["a"]}`)})
@@ -669,7 +626,7 @@ func TestDeliveredShapes(t *testing.T) {
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "eventbridge_event.json", []byte(*receive(t, c, url)[0].Body))
+	checkJSON(t, "eventbridge_event.json", []byte(*receive(t, c, url)[0].Body))
 
 	subURL, subArn := createQueue(t, c, "sub", nil)
 	tp, _ := c.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("ops")})
@@ -682,14 +639,9 @@ func TestDeliveredShapes(t *testing.T) {
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("alarm")}}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sns_notification.json", []byte(*receive(t, c, subURL)[0].Body))
-	select {
-	case ev := <-got:
-		b, _ := json.Marshal(ev)
-		golden(t, "sns_lambda_event.json", b)
-	case <-time.After(5 * time.Second):
-		t.Fatal("SubscribeFunc was not called")
-	}
+	checkJSON(t, "sns_notification.json", []byte(*receive(t, c, subURL)[0].Body))
+	b, _ := json.Marshal(await(t, got, "SubscribeFunc was not called"))
+	checkJSON(t, "sns_lambda_event.json", b)
 }
 
 func TestSubscribeFuncRetriesThenFailureHook(t *testing.T) {
@@ -721,18 +673,9 @@ func TestSubscribeFuncRetriesThenFailureHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-okAfterTwo:
-	case <-time.After(5 * time.Second):
-		t.Fatal("flaky function was not retried to success")
-	}
-	select {
-	case f := <-failed:
-		if f.ev.Records[0].SNS.MessageID != *pub.MessageId || f.err == nil {
-			t.Errorf("failure hook got %+v", f)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("failure hook not called")
+	await(t, okAfterTwo, "flaky function was not retried to success")
+	if f := await(t, failed, "failure hook not called"); f.ev.Records[0].SNS.MessageID != *pub.MessageId || f.err == nil {
+		t.Errorf("failure hook got %+v", f)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

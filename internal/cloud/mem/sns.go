@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,31 +95,28 @@ func (c *Cloud) CreateTopic(ctx context.Context, in *sns.CreateTopicInput, _ ...
 	if strings.HasSuffix(name, ".fifo") || in.Attributes["FifoTopic"] == "true" {
 		return nil, opErr("SNS", op, invalidParam("mem: FIFO topics are not supported"))
 	}
-	if !validTopicName(name) {
+	if !validName(name, 256) {
 		return nil, opErr("SNS", op, invalidParam("Topic Name"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("SNS", op, ErrClosed)
-	}
-	arn := c.topicArn(name)
-	if _, ok := c.topics[arn]; !ok {
-		c.topics[arn] = &topic{name: name, arn: arn}
-	}
-	return &sns.CreateTopicOutput{TopicArn: aws.String(arn)}, nil
+	return locked(c, "SNS", op, func() (*sns.CreateTopicOutput, error) {
+		arn := c.topicArn(name)
+		if _, ok := c.topics[arn]; !ok {
+			c.topics[arn] = &topic{name: name, arn: arn}
+		}
+		return &sns.CreateTopicOutput{TopicArn: aws.String(arn)}, nil
+	})
 }
 
-func validTopicName(n string) bool {
-	if n == "" || len(n) > 256 {
-		return false
-	}
-	for _, r := range n {
-		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
+// onTopic runs fn on the topic with that ARN as operation op (see locked);
+// an unknown ARN fails with NotFoundException.
+func onTopic[O any](c *Cloud, op, arn string, fn func(t *topic) (*O, error)) (*O, error) {
+	return locked(c, "SNS", op, func() (*O, error) {
+		t := c.topics[arn]
+		if t == nil {
+			return nil, errTopicNotFound()
 		}
-	}
-	return true
+		return fn(t)
+	})
 }
 
 // Subscribe subscribes an SQS queue (protocol "sqs", Endpoint = queue ARN),
@@ -139,7 +138,7 @@ func (c *Cloud) Subscribe(ctx context.Context, in *sns.SubscribeInput, _ ...func
 		return nil, opErr("SNS", op, invalidParam("SQS endpoint ARN"))
 	}
 	raw := false
-	for _, k := range sortedKeys(in.Attributes) {
+	for _, k := range slices.Sorted(maps.Keys(in.Attributes)) {
 		v := in.Attributes[k]
 		switch k {
 		case "RawMessageDelivery":
@@ -149,24 +148,23 @@ func (c *Cloud) Subscribe(ctx context.Context, in *sns.SubscribeInput, _ ...func
 			return nil, opErr("SNS", op, invalidParam("mem: subscription attribute %s is not supported", k))
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("SNS", op, ErrClosed)
-	}
-	t := c.topics[*in.TopicArn]
-	if t == nil {
-		return nil, opErr("SNS", op, errTopicNotFound())
-	}
-	for _, s := range t.subs {
-		if s.protocol == "sqs" && s.endpoint == ep {
-			s.raw = raw
-			return &sns.SubscribeOutput{SubscriptionArn: aws.String(s.arn)}, nil
+	return onTopic(c, op, *in.TopicArn, func(t *topic) (*sns.SubscribeOutput, error) {
+		for _, s := range t.subs {
+			if s.protocol == "sqs" && s.endpoint == ep {
+				s.raw = raw
+				return &sns.SubscribeOutput{SubscriptionArn: aws.String(s.arn)}, nil
+			}
 		}
-	}
-	s := &subscription{arn: t.arn + ":" + uuid.NewString(), protocol: "sqs", endpoint: ep, raw: raw}
+		s := t.subscribe(&subscription{protocol: "sqs", endpoint: ep, raw: raw})
+		return &sns.SubscribeOutput{SubscriptionArn: aws.String(s.arn)}, nil
+	})
+}
+
+// subscribe adds s to the topic under a new subscription ARN.
+func (t *topic) subscribe(s *subscription) *subscription {
+	s.arn = t.arn + ":" + uuid.NewString()
 	t.subs = append(t.subs, s)
-	return &sns.SubscribeOutput{SubscriptionArn: aws.String(s.arn)}, nil
+	return s
 }
 
 // SubscribeFunc subscribes fn to a topic the way a Lambda function is
@@ -180,17 +178,12 @@ func (c *Cloud) SubscribeFunc(topicArn string, fn func(ctx context.Context, ev e
 	if fn == nil {
 		return "", opErr("SNS", op, invalidParam("nil function"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return "", opErr("SNS", op, ErrClosed)
+	s, err := onTopic(c, op, topicArn, func(t *topic) (*subscription, error) {
+		return t.subscribe(&subscription{protocol: "lambda", fn: fn}), nil
+	})
+	if err != nil {
+		return "", err
 	}
-	t := c.topics[topicArn]
-	if t == nil {
-		return "", opErr("SNS", op, errTopicNotFound())
-	}
-	s := &subscription{arn: t.arn + ":" + uuid.NewString(), protocol: "lambda", fn: fn}
-	t.subs = append(t.subs, s)
 	return s.arn, nil
 }
 
@@ -213,17 +206,9 @@ func (c *Cloud) Publish(ctx context.Context, in *sns.PublishInput, _ ...func(*sn
 	if err := validatePublication(p, in.Subject != nil); err != nil {
 		return nil, opErr("SNS", op, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, opErr("SNS", op, ErrClosed)
-	}
-	t := c.topics[arn]
-	if t == nil {
-		return nil, opErr("SNS", op, errTopicNotFound())
-	}
-	id := c.publishLocked(ctx, t, p)
-	return &sns.PublishOutput{MessageId: aws.String(id)}, nil
+	return onTopic(c, op, arn, func(t *topic) (*sns.PublishOutput, error) {
+		return &sns.PublishOutput{MessageId: aws.String(c.publishLocked(ctx, t, p))}, nil
+	})
 }
 
 func validatePublication(p publication, hasSubject bool) error {

@@ -11,33 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/pkg/idempotency"
 )
 
-// Clock is a fake clock the suite advances to expire claims and markers
-// without sleeping. Stores under test read it through Now. It is safe for
-// concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the fake clock the suite advances to expire claims and markers
+// without sleeping: linegate's one test clock. Stores under test read it
+// through Now.
+type Clock = testclock.Clock
 
 // NewClock returns a clock stopped at start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now returns the clock's current time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(start time.Time) *Clock { return testclock.New(start) }
 
 // Durations the suite uses. Expiry is checked with a margin of slack on
 // either side because stores may keep epoch-second precision (DynamoDB TTL).
