@@ -43,6 +43,7 @@ const (
 	DefaultSecret    = "local-channel-secret"
 	DefaultOperator  = "U0000000000000000000000000000cafe"
 	DefaultToken     = "local-channel-access-token"
+	DefaultBus       = "linegate"
 	defaultPollers   = 5
 	maxLocalPollWait = 20 // seconds of SQS long polling, the maximum; a cancelled context ends it
 )
@@ -66,6 +67,27 @@ type Config struct {
 	// BusLatency is added to every PutEvents, to be honest about the round
 	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
 	BusLatency time.Duration
+}
+
+// TemplateParams is params plus the values linegate local gives the
+// template's parameters that a deploy must set or that are derived per stack:
+// OperatorLineIds (required, no default) from OPERATOR_LINE_IDS or
+// DefaultOperator, and EventBusName "linegate" (a deployed stack derives a
+// name unique to it; locally there is one stack). params wins.
+func TemplateParams(params map[string]string, getenv func(string) string) map[string]string {
+	out := map[string]string{
+		"OperatorLineIds": DefaultOperator,
+		"EventBusName":    DefaultBus,
+	}
+	if getenv != nil {
+		if ids := getenv("OPERATOR_LINE_IDS"); ids != "" {
+			out["OperatorLineIds"] = ids
+		}
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
 }
 
 // Runtime is a running local pipeline.
@@ -147,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		topts = append(topts, template.WithAccountID(account))
 	}
-	top, err := template.Load(cfg.Template, cfg.Params, topts...)
+	top, err := template.Load(cfg.Template, TemplateParams(cfg.Params, cfg.Getenv), topts...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}

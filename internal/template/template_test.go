@@ -16,9 +16,25 @@ import (
 
 const templatePath = "../../template.yaml"
 
+// required are the values of the template's parameters that have no
+// default (a deploy must give them).
+var required = map[string]string{"OperatorLineIds": "U0000000000000000000000000000cafe"}
+
+// withRequired is params plus the required parameters it does not set.
+func withRequired(params map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range required {
+		out[k] = v
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
 func loadReal(t *testing.T, params map[string]string, opts ...Option) *Topology {
 	t.Helper()
-	top, err := Load(templatePath, params, opts...)
+	top, err := Load(templatePath, withRequired(params), opts...)
 	if err != nil {
 		t.Fatalf("Load(%s): %v", templatePath, err)
 	}
@@ -216,7 +232,7 @@ func rewrite(t *testing.T, old, new string) string {
 
 func TestEditsChangeTopology(t *testing.T) {
 	t.Run("maxReceiveCount literal", func(t *testing.T) {
-		top, err := Load(rewrite(t, "maxReceiveCount: !Ref MaxReceiveCount", "maxReceiveCount: 3"), nil)
+		top, err := Load(rewrite(t, "maxReceiveCount: !Ref MaxReceiveCount", "maxReceiveCount: 3"), required)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,12 +268,12 @@ func TestEditsChangeTopology(t *testing.T) {
           RetryPolicy: {MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 120}
 
 Outputs:`
-		top, err := Load(rewrite(t, "\nOutputs:", "\n"+extra), nil)
+		top, err := Load(rewrite(t, "\nOutputs:", "\n"+extra), required)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := find(t, top.Rules, ruleID, "UnfollowRule")
-		if r.Name != "linegate-UnfollowRule" || r.Bus != "linegate" || r.BusLogicalID != "EventBus" {
+		if r.Name != "linegate-UnfollowRule" || r.Bus != "linegate-00000000-0000-0000-0000-000000000000" || r.BusLogicalID != "EventBus" {
 			t.Errorf("rule naming: %+v", r)
 		}
 		if string(r.Pattern) != `{"detail-type":["unfollow"],"source":["line.webhook"]}` {

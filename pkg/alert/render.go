@@ -240,7 +240,16 @@ func traceURL(region, traceID string) string {
 	return consoleBase(region) + "#xray:traces/" + escapeComponent(traceID)
 }
 
+// consoleBase is the CloudWatch console of region, in its partition: China
+// (cn-*) and GovCloud (us-gov-*) regions have consoles of their own, with no
+// region in the host name.
 func consoleBase(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "https://console.amazonaws.cn/cloudwatch/home?region=" + region
+	case strings.HasPrefix(region, "us-gov-"):
+		return "https://console.amazonaws-us-gov.com/cloudwatch/home?region=" + region
+	}
 	return "https://" + region + ".console.aws.amazon.com/cloudwatch/home?region=" + region
 }
 
