@@ -94,8 +94,8 @@ func TestSQSSamplesAgreeWithTheTemplate(t *testing.T) {
 }
 
 // TestSNSSamplesAgreeWithTheTemplate checks the notifier's samples: the alarm
-// is one of the template's (name, threshold, comparison), and a crash report,
-// which the worker publishes without a subject, has SNS's null Subject.
+// is one of the template's (name, threshold, comparison), and a crash report
+// has the subject the worker publishes it with.
 func TestSNSSamplesAgreeWithTheTemplate(t *testing.T) {
 	top := topology(t)
 	read := func(name string) map[string]any {
@@ -113,9 +113,16 @@ func TestSNSSamplesAgreeWithTheTemplate(t *testing.T) {
 		}
 		return ev.Records[0].Sns
 	}
+	// The worker publishes a crash report with the subject "linegate crash:
+	// <event type>" (pkg/worker); SNS hands a Lambda subscriber that subject,
+	// or null for a message published without one, never "".
 	crash := read("notifier-crash-report.json")
-	if s, ok := crash["Subject"]; !ok || s != nil {
-		t.Errorf("crash report Subject = %#v, want null (the worker publishes no subject)", s)
+	var report struct{ EventType string }
+	if err := json.Unmarshal([]byte(crash["Message"].(string)), &report); err != nil {
+		t.Fatal(err)
+	}
+	if s, want := crash["Subject"], "linegate crash: "+report.EventType; s != want {
+		t.Errorf("crash report Subject = %#v, want %q as the worker publishes it", s, want)
 	}
 	alarm := read("notifier-alarm.json")
 	var msg struct {
