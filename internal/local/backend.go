@@ -57,7 +57,7 @@ func newMemBackend(top *template.Topology, scale float64, log *slog.Logger) *mem
 }
 
 func (b *memBackend) ports() cloudPorts {
-	return cloudPorts{bus: b.c, ops: b.c, queues: b.c, rules: b.c, topics: b.c}
+	return cloudPorts{bus: b.c, ops: b.c, queues: b.c, rules: b.c, topics: b.c, events: b.c, notify: b.c}
 }
 func (b *memBackend) stats(_ context.Context, url string) (queueStats, error) {
 	s := b.c.QueueStats(url)
@@ -109,7 +109,7 @@ func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBack
 }
 
 func (b *endpointBackend) ports() cloudPorts {
-	return cloudPorts{bus: b.c.EventBridge, ops: b.c.SNS, queues: b.c.SQS, rules: b.c.EventBridge, topics: b.c.SNS}
+	return cloudPorts{bus: b.c.EventBridge, ops: b.c.SNS, queues: b.c.SQS, rules: b.c.EventBridge, topics: b.c.SNS, events: b.c.EventBridge, notify: b.c.SNS}
 }
 
 func (b *endpointBackend) stats(ctx context.Context, url string) (queueStats, error) {

@@ -239,7 +239,7 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	} else {
 		mux.HandleFunc("GET /_local/line/messages", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) })
 	}
-	mux.Handle("POST /{$}", r.sqsShim(r.ports.queues))
+	mux.Handle("POST /{$}", r.awsAPI())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/idempotency"
@@ -21,12 +22,16 @@ type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller     // event source mappings
-		redriveQueues // the SQS shim `linegate redrive` talks to
-		queueMaker    // provisioning
+		sqsPoller   // event source mappings
+		awswire.SQS // the AWS endpoint: `linegate redrive`, functions under `sam local invoke`
+		queueMaker  // provisioning
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning
+	// events and notify are the whole EventBridge and SNS the AWS endpoint
+	// serves (the bus above is the webhook's, with tracing and latency).
+	events awswire.EventBridge
+	notify awswire.SNS
 }
 
 // The in-memory cloud is not reached through the SDK, so its calls are

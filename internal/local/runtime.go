@@ -23,6 +23,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/template"
@@ -96,7 +97,8 @@ type Runtime struct {
 	top       *template.Topology
 	back      backend
 	ports     cloudPorts
-	mem       *mem.Cloud // nil with the endpoint backend
+	mem       *mem.Cloud      // nil with the endpoint backend
+	tables    *awswire.Tables // the AWS endpoint's DynamoDB; nil with the endpoint backend
 	workers   []*workerRun
 	workersMu sync.Mutex
 	res       resources
@@ -220,6 +222,10 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
+		r.tables = awswire.NewTables(r.top.Region, r.top.AccountID)
+		for _, t := range r.top.Tables {
+			r.tables.CreateTable(t.Name, orDefault(t.HashKey, "id"), "S")
+		}
 		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
