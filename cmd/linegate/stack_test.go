@@ -131,7 +131,9 @@ func TestRedriveRuleTargetDLQOnMoto(t *testing.T) {
 		}
 		for _, m := range r.Messages {
 			var ev struct {
-				Detail struct{ Event struct{ WebhookEventID string } }
+				Detail struct {
+					Event struct{ WebhookEventID string }
+				}
 			}
 			_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &ev)
 			got[ev.Detail.Event.WebhookEventID] = true
