@@ -27,6 +27,9 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *scale <= 0 {
 		return usageError{"--time-scale must be positive"}
 	}
+	if *endpoint != "" && *scale != 1 {
+		fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
+	}
 	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot}
 	if *verbose {
 		cfg.Logs = stderr

@@ -297,7 +297,11 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 		if b.Name == "default" {
 			continue
 		}
-		if _, err := rules.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil {
+		// A second start against the same endpoint finds the bus there:
+		// reuse it (queues, topics, rules and targets are created
+		// idempotently by their APIs already).
+		var exists *ebtypes.ResourceAlreadyExistsException
+		if _, err := rules.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil && !errors.As(err, &exists) {
 			return res, fmt.Errorf("create bus %s: %w", b.Name, err)
 		}
 	}

@@ -335,3 +335,19 @@ func TestEndpointBackendAgainstMoto(t *testing.T) {
 		}
 	}
 }
+
+// A second start against the same endpoint reuses what the first created
+// (the bus answers ResourceAlreadyExists, queues and topics are returned
+// as they are) instead of failing.
+func TestEndpointBackendSecondStartOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	first, _ := start(t, Config{TimeScale: 1, EndpointURL: ep})
+	first.Close()
+	second, lp := start(t, Config{TimeScale: 1, EndpointURL: ep})
+	user := "U4444444444444444444444444444444d"
+	deliver(t, lp, lp.Text(user, "hello again"))
+	eventually(t, 30*time.Second, "the echo after a second start", func() bool {
+		_, ok := findMessage(t, second, user, "reply", "hello again")
+		return ok
+	})
+}
