@@ -213,15 +213,11 @@ func (tb *table) keyOf(k item, exact bool) (string, item, error) {
 // the new item (nil deletes it).
 func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error)) (any, error) {
 	var in itemRequest
-	if err := decodeInto(body, &in); err != nil {
+	tb, unlock, err := t.lockTable(body, &in)
+	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tb := t.tables[in.TableName]
-	if tb == nil {
-		return nil, notFound(in.TableName)
-	}
+	defer unlock()
 	src := in.Key
 	if useItem {
 		src = in.Item
@@ -281,6 +277,22 @@ func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemReq
 	return out, nil
 }
 
+// lockTable decodes an item request and locks the tables; it returns the
+// table the request names (ResourceNotFound when there is none) and the
+// unlock to defer.
+func (t *Tables) lockTable(body []byte, in *itemRequest) (*table, func(), error) {
+	if err := decodeInto(body, in); err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	tb := t.tables[in.TableName]
+	if tb == nil {
+		t.mu.Unlock()
+		return nil, nil, notFound(in.TableName)
+	}
+	return tb, t.mu.Unlock, nil
+}
+
 func orEmpty(it item) item {
 	if it == nil {
 		return item{}
@@ -321,15 +333,11 @@ func (t *Tables) deleteItem(_ context.Context, body []byte) (any, error) {
 
 func (t *Tables) getItem(_ context.Context, body []byte) (any, error) {
 	var in itemRequest
-	if err := decodeInto(body, &in); err != nil {
+	tb, unlock, err := t.lockTable(body, &in)
+	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tb := t.tables[in.TableName]
-	if tb == nil {
-		return nil, notFound(in.TableName)
-	}
+	defer unlock()
 	id, _, err := tb.keyOf(in.Key, true)
 	if err != nil {
 		return nil, err
