@@ -223,21 +223,20 @@ func evalCondition(expr string, env *exprEnv, it item) (bool, error) {
 }
 
 func (p *parser) or() (bool, error) {
-	v, err := p.and()
-	for err == nil && p.keyword("OR") {
-		var r bool
-		r, err = p.and()
-		v = v || r
-	}
-	return v, err
+	return p.chain("OR", p.and, func(a, b bool) bool { return a || b })
 }
 
 func (p *parser) and() (bool, error) {
-	v, err := p.not()
-	for err == nil && p.keyword("AND") {
+	return p.chain("AND", p.not, func(a, b bool) bool { return a && b })
+}
+
+// chain parses operands joined by the keyword op, folding them with f.
+func (p *parser) chain(op string, operand func() (bool, error), f func(a, b bool) bool) (bool, error) {
+	v, err := operand()
+	for err == nil && p.keyword(op) {
 		var r bool
-		r, err = p.not()
-		v = v && r
+		r, err = operand()
+		v = f(v, r)
 	}
 	return v, err
 }
