@@ -30,6 +30,24 @@ func TestDynamoDBConformanceOnMoto(t *testing.T) {
 	})
 }
 
+func TestDynamoDBValuesConformanceOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	createTable(t, client, "values")
+	idempotencytest.RunValues(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore {
+		return idempotency.NewDynamoDB(client, "values", idempotency.WithDynamoClock(clock.Now))
+	})
+}
+
+func TestDynamoDBVersionedConformanceOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	createTable(t, client, "versioned")
+	idempotencytest.RunVersioned(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore {
+		return idempotency.NewDynamoDB(client, "versioned", idempotency.WithDynamoClock(clock.Now))
+	})
+}
+
 // TestDynamoDBItemShapeOnMoto checks what lands in the table: the TTL
 // attribute in epoch seconds and the status, as operators and TTL see them.
 func TestDynamoDBItemShapeOnMoto(t *testing.T) {
@@ -329,3 +347,104 @@ func TestDynamoDBCompleteAndReleaseFailures(t *testing.T) {
 
 func complete(d *idempotency.DynamoDB) error { return d.Complete(context.Background(), "k", time.Hour) }
 func release(d *idempotency.DynamoDB) error  { return d.Release(context.Background(), "k") }
+
+// Versioned writes are conditional on the version read, and an API failure
+// never looks like a conflict.
+func TestDynamoDBVersionedWrites(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		call     func(*idempotency.DynamoDB) error
+		result   error // what the API answers
+		wantCond string
+		want     error
+		conflict bool
+	}{
+		{name: "put new", call: putAt(0), wantCond: "attribute_not_exists(#id) OR #exp < :now"},
+		{name: "put at version", call: putAt(3), wantCond: "#ver = :ver AND #exp >= :now"},
+		{name: "put conflict", call: putAt(3), result: ccf(""), want: idempotency.ErrConflict, conflict: true},
+		{name: "put throttled", call: putAt(3), result: throttled, want: throttled},
+		{name: "delete at version", call: deleteAt(3), wantCond: "#ver = :ver AND #exp >= :now"},
+		{name: "delete conflict", call: deleteAt(3), result: ccf(""), want: idempotency.ErrConflict, conflict: true},
+		{name: "delete throttled", call: deleteAt(3), result: throttled, want: throttled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeDynamo{t: t}
+			check := func(cond *string, vals map[string]types.AttributeValue) {
+				if tt.wantCond != "" && aws.ToString(cond) != tt.wantCond {
+					t.Errorf("condition = %q; want %q", aws.ToString(cond), tt.wantCond)
+				}
+				if strings.Contains(aws.ToString(cond), ":ver") && attrN(vals, ":ver") != "3" {
+					t.Errorf(":ver = %q; want the version read, 3", attrN(vals, ":ver"))
+				}
+			}
+			f.put = func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+				check(in.ConditionExpression, in.ExpressionAttributeValues)
+				if tt.result == nil && attrN(in.Item, idempotency.AttrVersion) == "" {
+					t.Error("put without a version attribute")
+				}
+				return &dynamodb.PutItemOutput{}, tt.result
+			}
+			f.del = func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+				check(in.ConditionExpression, in.ExpressionAttributeValues)
+				return &dynamodb.DeleteItemOutput{}, tt.result
+			}
+			err := tt.call(idempotency.NewDynamoDB(f, "tbl", idempotency.WithDynamoClock(func() time.Time { return now })))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("err = %v; want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v; want it to wrap %v", err, tt.want)
+			}
+			if !tt.conflict && errors.Is(err, idempotency.ErrConflict) {
+				t.Fatalf("err = %v; an API failure must not look like a conflict", err)
+			}
+		})
+	}
+}
+
+func putAt(v int64) func(*idempotency.DynamoDB) error {
+	return func(d *idempotency.DynamoDB) error {
+		_, err := d.Put(context.Background(), "k", []byte("v"), v, time.Hour)
+		return err
+	}
+}
+
+func deleteAt(v int64) func(*idempotency.DynamoDB) error {
+	return func(d *idempotency.DynamoDB) error { return d.Delete(context.Background(), "k", v) }
+}
+
+// A step's value travels in the completing update and comes back with the
+// old item of a refused claim, without another read.
+func TestDynamoDBValueRoundTripWithoutReads(t *testing.T) {
+	f := &fakeDynamo{t: t}
+	var stored []byte
+	f.update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if !strings.Contains(aws.ToString(in.UpdateExpression), "#val = :val") {
+			t.Errorf("update = %q; want it to set the value", aws.ToString(in.UpdateExpression))
+		}
+		stored = in.ExpressionAttributeValues[":val"].(*types.AttributeValueMemberB).Value
+		return &dynamodb.UpdateItemOutput{}, nil
+	}
+	f.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		e := ccf("completed").(*types.ConditionalCheckFailedException)
+		e.Item[idempotency.AttrValue] = &types.AttributeValueMemberB{Value: stored}
+		return nil, e
+	}
+	d := idempotency.NewDynamoDB(f, "tbl")
+	ctx := context.Background()
+	if err := d.CompleteValue(ctx, "k", []byte(`{"receipt":"r-1"}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.ClaimValue(ctx, "k", time.Minute)
+	if !errors.Is(err, idempotency.ErrCompleted) || string(v) != `{"receipt":"r-1"}` {
+		t.Fatalf("ClaimValue = %q, %v; want the stored value and ErrCompleted", v, err)
+	}
+	if got := strings.Join(f.calls, " "); got != "UpdateItem PutItem" {
+		t.Fatalf("calls = %q; want no read-back", got)
+	}
+}

@@ -218,6 +218,8 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) idempotency.Sto
 		}
 	})
 
+	runLongKeys(t, newStore)
+
 	t.Run("cancelled context fails and changes nothing", func(t *testing.T) {
 		s := newStore(t, NewClock(start))
 		key := uniqueKey(t, "k")
