@@ -89,11 +89,11 @@ type conversation struct {
 	logs    *syncBuffer
 
 	charges       atomic.Int32
-	failReply     atomic.Bool  // the reply after the charge fails once
-	chargeErr     error        // what the charge returns, if set
-	failAfterSave atomic.Bool  // the survey fails once after saving
-	raceHook      func()       // runs between a survey's load and save
-	sessionErr    error        // the last session error the survey saw
+	failReply     atomic.Bool // the reply after the charge fails once
+	chargeErr     error       // what the charge returns, if set
+	failAfterSave atomic.Bool // the survey fails once after saving
+	raceHook      func()      // runs between a survey's load and save
+	sessionErr    error       // the last session error the survey saw
 }
 
 type syncBuffer struct {
@@ -101,8 +101,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type paid struct {
 	Receipt string `json:"receipt"`

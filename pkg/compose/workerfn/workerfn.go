@@ -32,7 +32,7 @@ type Deps struct {
 	// it is also a worker.StateStore (both of those are), handlers' steps
 	// (bot.Once) and chat sessions (Event.Session) live there too.
 	Store idempotency.Store
-	Ops   TopicPublisher    // crash reports; nil (or no OPS_TOPIC_ARN) disables them
+	Ops   TopicPublisher // crash reports; nil (or no OPS_TOPIC_ARN) disables them
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
