@@ -34,8 +34,10 @@ import (
 type outcome struct {
 	Status    int      `json:"status"`    // webhook: HTTP status
 	Published int      `json:"published"` // webhook: events handed to the bus
-	Failures  []string `json:"failures"`  // worker: messageIds reported as batch item failures
+	Failures  []string `json:"failures"`  // worker/notifier: messageIds reported as batch item failures
 	Messages  int      `json:"messages"`  // worker/notifier: messages sent through the LINE API
+	Cards     int      `json:"cards"`     // notifier: cards in the push (0: not checked)
+	Count     int      `json:"count"`     // notifier: the coalesced count on the card (0: not checked)
 }
 
 // expected lists every sample. A new file here must be added to
@@ -184,9 +186,11 @@ func TestWorkerSamples(t *testing.T) {
 	}
 }
 
-// The notifier samples push one card to the operator; the same SNS event
-// delivered again (an SNS or Lambda retry) pushes nothing new: the retry key
-// is derived from the SNS MessageId and LINE answers 409.
+// The notifier samples are ops queue batches (SQS records whose bodies are
+// SNS notifications): each pushes one card per problem to the operator, the
+// burst one card with its count, and the same batch delivered again (an SQS
+// redelivery) pushes nothing new: the retry key is derived from the SNS
+// MessageIds and LINE answers 409.
 func TestNotifierSamples(t *testing.T) {
 	for _, name := range samples("notifier-") {
 		t.Run(name, func(t *testing.T) {
@@ -202,11 +206,19 @@ func TestNotifierSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events.SNSEvent
+			var ev events.SQSEvent
 			read(t, name, &ev)
 			for delivery := 1; delivery <= 2; delivery++ {
-				if err := n.Handle(context.Background(), ev); err != nil {
+				resp, err := n.HandleQueue(context.Background(), ev)
+				if err != nil {
 					t.Fatalf("delivery %d: %v", delivery, err)
+				}
+				failed := []string{}
+				for _, f := range resp.BatchItemFailures {
+					failed = append(failed, f.ItemIdentifier)
+				}
+				if !slices.Equal(failed, want.Failures) {
+					t.Fatalf("delivery %d: failures %v, want %v", delivery, failed, want.Failures)
 				}
 			}
 			msgs := line.Messages()
@@ -218,6 +230,12 @@ func TestNotifierSamples(t *testing.T) {
 			}
 			if line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
 				t.Fatalf("the second delivery should be answered 409: %v", line.Calls())
+			}
+			if want.Cards > 0 && len(msgs[0].Messages) != want.Cards {
+				t.Fatalf("%d cards, want %d", len(msgs[0].Messages), want.Cards)
+			}
+			if want.Count > 0 && !strings.Contains(string(msgs[0].Messages[0]), fmt.Sprintf("×%d", want.Count)) {
+				t.Fatalf("card lacks the count ×%d: %s", want.Count, msgs[0].Messages[0])
 			}
 		})
 	}
