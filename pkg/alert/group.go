@@ -28,10 +28,19 @@ type group struct {
 // first frames below the panic, with their file:line), alarms by alarm name.
 // A crash card shows the first report of its group; an alarm card the
 // group's newest state (by state change time; the later record on a tie).
+// A message delivered twice in one batch (SQS and SNS deliver at least
+// once) counts once; both of its records share the card's fate.
 func coalesce(in []inbound) []*group {
 	var groups []*group
 	byKey := map[string]*group{}
+	seen := map[string]*group{}
 	for _, x := range in {
+		if g, dup := seen[x.msg.id]; dup {
+			if x.record != "" {
+				g.records = append(g.records, x.record)
+			}
+			continue
+		}
 		key := groupKey(x.msg)
 		g, ok := byKey[key]
 		if !ok {
@@ -41,6 +50,7 @@ func coalesce(in []inbound) []*group {
 		} else if x.msg.alarm != nil && !x.msg.when.Before(g.msg.when) {
 			g.msg = x.msg
 		}
+		seen[x.msg.id] = g
 		g.ids = append(g.ids, x.msg.id)
 		if x.record != "" {
 			g.records = append(g.records, x.record)

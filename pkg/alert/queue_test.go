@@ -328,3 +328,19 @@ func FuzzParseQueueRecord(f *testing.F) {
 		}
 	})
 }
+
+// SQS and SNS deliver at least once: a report that arrives twice in one
+// batch counts once, and a failed push fails both of its records.
+func TestDuplicateDeliveryCountsOnce(t *testing.T) {
+	recs := crashes(t, 3, 0, burstStart, "d")
+	batch := viaQueue(t, events.SNSEvent{Records: append(recs, recs[1])})
+	n, p, _ := newTestNotifier(t, []string{opUser})
+	p.fail = map[string]error{opUser: errors.New("line: 500")}
+	resp, _ := n.HandleQueue(context.Background(), batch)
+	if alt := messagesOf(t, p.calls[0])[0]["altText"].(string); !strings.HasPrefix(alt, "[CRASH ×3]") {
+		t.Fatalf("altText %q; want the duplicate counted once", alt)
+	}
+	if len(resp.BatchItemFailures) != 4 {
+		t.Fatalf("%d records failed; want all 4, the duplicate's too", len(resp.BatchItemFailures))
+	}
+}
