@@ -118,13 +118,25 @@ func bindState(store StateStore, inProgressFor, keepFor, sessionTTL time.Duratio
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			if store != nil && r.event != nil {
-				r.event.BindSteps(eventSteps{
-					store: store, eventKey: idempotency.Key(r.head.WebhookEventID, r.detail.Event), eventID: r.head.WebhookEventID,
-					inProgressFor: inProgressFor, keepFor: keepFor, log: log, metrics: m,
-				})
-				r.event.BindSessions(chatSessions{store: store, ttl: sessionTTL})
+				bind(r.event, store, inProgressFor, keepFor, sessionTTL, log, m)
 			}
 			return next(ctx, r)
 		}
 	}
+}
+
+// BindState gives e the step and session stores the worker gives every
+// record, over store (an *idempotency.Memory in tests), with the worker's
+// default durations: so a handler that uses bot.Once and Event.Session can
+// be tested by calling it, without a queue.
+func BindState(e *bot.Event, store StateStore, sessionTTL time.Duration) {
+	bind(e, store, 30*time.Second, 48*time.Hour, sessionTTL, slog.New(slog.DiscardHandler), telemetry.Discard)
+}
+
+func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) {
+	e.BindSteps(eventSteps{
+		store: store, eventKey: idempotency.Key(e.WebhookEventID, e.Raw), eventID: e.WebhookEventID,
+		inProgressFor: inProgressFor, keepFor: keepFor, log: log, metrics: m,
+	})
+	e.BindSessions(chatSessions{store: store, ttl: sessionTTL})
 }
