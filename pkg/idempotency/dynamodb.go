@@ -258,11 +258,7 @@ func (d *DynamoDB) Put(ctx context.Context, key string, value []byte, expected i
 		ExpressionAttributeValues: values,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			return 0, fmt.Errorf("idempotency: put %q at version %d: %w", key, expected, ErrConflict)
-		}
-		return 0, fmt.Errorf("idempotency: put %q: put item: %w", key, err)
+		return 0, versionedErr("put", key, expected, err)
 	}
 	return expected + 1, nil
 }
@@ -283,13 +279,19 @@ func (d *DynamoDB) Delete(ctx context.Context, key string, expected int64) error
 		ExpressionAttributeValues: values,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			return fmt.Errorf("idempotency: delete %q at version %d: %w", key, expected, ErrConflict)
-		}
-		return fmt.Errorf("idempotency: delete %q: delete item: %w", key, err)
+		return versionedErr("delete", key, expected, err)
 	}
 	return nil
+}
+
+// versionedErr tells a failed version condition (ErrConflict) from an API
+// failure of a versioned write.
+func versionedErr(op, key string, expected int64, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("idempotency: %s %q at version %d: %w", op, key, expected, ErrConflict)
+	}
+	return fmt.Errorf("idempotency: %s %q: %w", op, key, err)
 }
 
 // versionCondition is the condition of a write that read version expected:

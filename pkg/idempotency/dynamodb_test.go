@@ -19,9 +19,14 @@ import (
 	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
 )
 
+// motoClient starts moto_server and returns a DynamoDB client for it.
+func motoClient(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(motoserver.Config(motoserver.Start(t)))
+}
+
 func TestDynamoDBConformanceOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	client := motoClient(t)
 	var n atomic.Int64
 	idempotencytest.Run(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.Store {
 		table := fmt.Sprintf("idempotency-%d", n.Add(1))
@@ -30,29 +35,22 @@ func TestDynamoDBConformanceOnMoto(t *testing.T) {
 	})
 }
 
-func TestDynamoDBValuesConformanceOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
-	createTable(t, client, "values")
-	idempotencytest.RunValues(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore {
-		return idempotency.NewDynamoDB(client, "values", idempotency.WithDynamoClock(clock.Now))
-	})
-}
-
-func TestDynamoDBVersionedConformanceOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
-	createTable(t, client, "versioned")
-	idempotencytest.RunVersioned(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore {
-		return idempotency.NewDynamoDB(client, "versioned", idempotency.WithDynamoClock(clock.Now))
-	})
+// The value and versioned suites share one moto table: their keys are
+// unique per subtest.
+func TestDynamoDBStateConformanceOnMoto(t *testing.T) {
+	client := motoClient(t)
+	createTable(t, client, "state")
+	store := func(clock *idempotencytest.Clock) *idempotency.DynamoDB {
+		return idempotency.NewDynamoDB(client, "state", idempotency.WithDynamoClock(clock.Now))
+	}
+	idempotencytest.RunValues(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore { return store(clock) })
+	idempotencytest.RunVersioned(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore { return store(clock) })
 }
 
 // TestDynamoDBItemShapeOnMoto checks what lands in the table: the TTL
 // attribute in epoch seconds and the status, as operators and TTL see them.
 func TestDynamoDBItemShapeOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	client := motoClient(t)
 	createTable(t, client, "shape")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 500_000_000, time.UTC)
 	s := idempotency.NewDynamoDB(client, "shape", idempotency.WithDynamoClock(func() time.Time { return now }))
@@ -326,23 +324,35 @@ func TestDynamoDBCompleteAndReleaseFailures(t *testing.T) {
 				return &dynamodb.DeleteItemOutput{}, tt.del
 			}
 			err := tt.call(idempotency.NewDynamoDB(f, "tbl"))
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("err = %v; want nil", err)
-				}
+			if !checkVerdict(t, err, tt.want, idempotency.ErrNotClaimed, tt.verdict) {
 				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v; want it to wrap %v", err, tt.want)
-			}
-			if !tt.verdict && errors.Is(err, idempotency.ErrNotClaimed) {
-				t.Fatalf("err = %v; an API failure must not look like a verdict", err)
 			}
 			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
 				t.Fatalf("err = %v; want context %q", err, tt.wantText)
 			}
 		})
 	}
+}
+
+// checkVerdict checks err against want (nil: success), and that an API
+// failure never wraps verdict, the sentinel a caller branches on, unless
+// the case is that verdict. It reports whether there is an error to check
+// further.
+func checkVerdict(t *testing.T, err, want, verdict error, isVerdict bool) bool {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("err = %v; want nil", err)
+		}
+		return false
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("err = %v; want it to wrap %v", err, want)
+	}
+	if !isVerdict && errors.Is(err, verdict) {
+		t.Fatalf("err = %v; an API failure must not look like %v", err, verdict)
+	}
+	return true
 }
 
 func complete(d *idempotency.DynamoDB) error { return d.Complete(context.Background(), "k", time.Hour) }
@@ -391,18 +401,7 @@ func TestDynamoDBVersionedWrites(t *testing.T) {
 				return &dynamodb.DeleteItemOutput{}, tt.result
 			}
 			err := tt.call(idempotency.NewDynamoDB(f, "tbl", idempotency.WithDynamoClock(func() time.Time { return now })))
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("err = %v; want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v; want it to wrap %v", err, tt.want)
-			}
-			if !tt.conflict && errors.Is(err, idempotency.ErrConflict) {
-				t.Fatalf("err = %v; an API failure must not look like a conflict", err)
-			}
+			checkVerdict(t, err, tt.want, idempotency.ErrConflict, tt.conflict)
 		})
 	}
 }

@@ -86,7 +86,7 @@ type conversation struct {
 	clock   *testclock.Clock
 	fix     *fixture
 	metrics *testmetrics.Recorder
-	logs    *syncBuffer
+	logs    *bytes.Buffer // written under slog's lock, read after Handle returned
 
 	charges       atomic.Int32
 	failReply     atomic.Bool // the reply after the charge fails once
@@ -95,18 +95,6 @@ type conversation struct {
 	raceHook      func()      // runs between a survey's load and save
 	sessionErr    error       // the last session error the survey saw
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type paid struct {
 	Receipt string `json:"receipt"`
@@ -121,7 +109,7 @@ type survey struct {
 func newConversation(t *testing.T, newStore func(t *testing.T, clock *testclock.Clock) tableStore) *conversation {
 	t.Helper()
 	c := &conversation{t: t, clock: testclock.New(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)),
-		metrics: &testmetrics.Recorder{}, logs: &syncBuffer{}}
+		metrics: &testmetrics.Recorder{}, logs: &bytes.Buffer{}}
 	c.store = &faultyStore{tableStore: newStore(t, c.clock)}
 	r := bot.NewRouter()
 	r.OnText("pay", func(ctx context.Context, e *bot.Event, _ string) error {

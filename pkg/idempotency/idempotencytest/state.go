@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -229,19 +228,10 @@ func RunVersioned(t *testing.T, newStore func(t *testing.T, clock *Clock) idempo
 		key := uniqueKey(t, "k")
 		v := wantPut(t, s, key, "base", 0, nil)
 		const n = 8
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				_, errs[i] = s.Put(ctx, key, []byte{byte('a' + i)}, v, time.Hour)
-			}()
-		}
-		close(gate)
-		wg.Wait()
+		errs := race(n, func(i int) error {
+			_, err := s.Put(ctx, key, []byte{byte('a' + i)}, v, time.Hour)
+			return err
+		})
 		won := 0
 		for i, err := range errs {
 			switch {
