@@ -106,7 +106,9 @@ func (e *Event) Session(ctx context.Context, state any) (*Session, error) {
 	return s, nil
 }
 
-// Save stores state (as JSON, at most 300 KB) as the chat's session, if the
+// Save stores state (as JSON, at most about 150 KB: the stored record also
+// keeps the state it replaced, within the store's 300 KB) as the chat's
+// session, if the
 // session has not changed since it was loaded or last saved by this
 // handler; otherwise it fails with ErrSessionConflict and writes nothing.
 func (s *Session) Save(ctx context.Context, state any) error {
