@@ -221,11 +221,12 @@ func TestWalkthrough(t *testing.T) {
 		}
 	})
 
+	var panicID string
 	t.Run("probe:panic sends the operator a crash card", func(t *testing.T) {
-		id := deliver(t, lp, lp.Text(user, "probe:panic"))
+		panicID = deliver(t, lp, lp.Text(user, "probe:panic"))
 		eventually(t, 10*time.Second, "the crash card", func() bool {
 			m, ok := findMessage(t, rt, DefaultOperator, "push", "[CRASH]")
-			return ok && strings.Contains(string(m.Messages[0]), id)
+			return ok && strings.Contains(string(m.Messages[0]), panicID)
 		})
 	})
 
@@ -257,6 +258,24 @@ func TestWalkthrough(t *testing.T) {
 			t.Fatalf("DLQ still holds %d", q.Visible)
 		}
 		eventually(t, 10*time.Second, "the alarm back to OK", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateOK })
+		// The redriven probe:panic panics on five more receives and is
+		// dead-lettered again, without paging again: its crash marker holds
+		// for 24 h.
+		eventually(t, 30*time.Second, "the redriven panic dead-lettered again", func() bool {
+			e, _ := event(t, rt, panicID)
+			return e.Outcome == "dead-lettered"
+		})
+		crashCards := 0
+		for _, m := range messages(t, rt) {
+			for _, raw := range m.Messages {
+				if m.To == DefaultOperator && strings.Contains(string(raw), "[CRASH") && strings.Contains(string(raw), panicID) {
+					crashCards++
+				}
+			}
+		}
+		if crashCards != 1 {
+			t.Fatalf("%d crash cards for the redriven panic %s; want the first one only", crashCards, panicID)
+		}
 		if _, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveQueue", redrive.Options{}); err == nil {
 			t.Fatal("redrive from a queue that is no DLQ: want an error")
 		}

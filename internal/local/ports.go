@@ -12,6 +12,7 @@ import (
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/worker"
 )
 
 // cloudPorts are the cloud clients the runtime hands its consumers. Each
@@ -71,10 +72,18 @@ func (t tracedTopics) Publish(ctx context.Context, in *sns.PublishInput, opts ..
 	return out, err
 }
 
+// tableStore is what the worker keeps in the idempotency table: event
+// records and crash markers, handlers' steps and chat sessions. Both
+// backends' stores are one.
+type tableStore interface {
+	idempotency.Store
+	worker.StateStore
+}
+
 // tracedStore records the idempotency store's calls as the DynamoDB
 // operations they are in AWS.
 type tracedStore struct {
-	next   idempotency.Store
+	next   tableStore
 	region string
 }
 
@@ -97,4 +106,32 @@ func (s tracedStore) Release(ctx context.Context, key string) error {
 	err := s.next.Release(ctx, key)
 	span.End(err)
 	return err
+}
+
+func (s tracedStore) ClaimValue(ctx context.Context, key string, d time.Duration) ([]byte, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
+	v, err := s.next.ClaimValue(ctx, key, d)
+	span.End(nil) // a refused claim is an answer, not a fault
+	return v, err
+}
+
+func (s tracedStore) CompleteValue(ctx context.Context, key string, v []byte, d time.Duration) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "UpdateItem", s.region)
+	err := s.next.CompleteValue(ctx, key, v, d)
+	span.End(err)
+	return err
+}
+
+func (s tracedStore) Get(ctx context.Context, key string) (idempotency.Versioned, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "GetItem", s.region)
+	v, err := s.next.Get(ctx, key)
+	span.End(err)
+	return v, err
+}
+
+func (s tracedStore) Put(ctx context.Context, key string, v []byte, expected int64, d time.Duration) (int64, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
+	n, err := s.next.Put(ctx, key, v, expected, d)
+	span.End(nil) // a conflict is an answer, not a fault
+	return n, err
 }

@@ -325,9 +325,10 @@ func (r *Runtime) common(function string) (compose.Common, *telemetry.Metrics) {
 }
 
 // startFunctions builds each function of the template by what triggers it:
-// an API event makes it the webhook, SQS events the worker, an SNS event the
-// notifier. A template edit (another queue on the worker, another function
-// on a topic) changes what runs here.
+// an API event makes it the webhook; SQS events the notifier when a queue it
+// reads is subscribed to a topic (the OpsQueue), the worker otherwise; an SNS
+// event the notifier. A template edit (another queue on the worker, another
+// function on a topic) changes what runs here.
 func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) error {
 	started := 0
 	for _, f := range r.top.Functions {
@@ -337,12 +338,16 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 			if err := r.startWebhook(ctx, f, env, mux); err != nil {
 				return err
 			}
+		case len(f.SQSEvents) > 0 && r.readsTopic(f):
+			if err := r.startNotifier(ctx, rctx, f, env); err != nil {
+				return err
+			}
 		case len(f.SQSEvents) > 0:
 			if err := r.startWorker(ctx, rctx, f, env); err != nil {
 				return err
 			}
 		case len(f.SNSEvents) > 0:
-			if err := r.startNotifier(ctx, f, env); err != nil {
+			if err := r.startNotifier(ctx, rctx, f, env); err != nil {
 				return err
 			}
 		default:
@@ -476,7 +481,23 @@ func (r *Runtime) Cloud() *mem.Cloud { return r.mem }
 // Events lists every event that reached a worker, with its latest outcome.
 func (r *Runtime) Events() []EventOutcome { return r.events.list() }
 
-func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env config.Getenv) error {
+// readsTopic reports whether one of f's SQS event sources reads a queue that
+// an SNS topic of the template delivers to: the notifier behind the OpsQueue.
+func (r *Runtime) readsTopic(f template.Function) bool {
+	for _, m := range f.SQSEvents {
+		for _, sub := range r.top.Subscriptions {
+			if sub.Queue == m.Queue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startNotifier runs the notifier on its event sources: SQS mappings of the
+// queues the ops topic feeds (polled like the worker's, with their batching
+// window), or SNS subscriptions delivering each message on its own.
+func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, env config.Getenv) error {
 	cfg, err := config.LoadNotifier(env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
@@ -486,6 +507,21 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
+	run := &workerRun{}
+	for _, sm := range f.SQSEvents {
+		q, ok := r.queue(sm.Queue)
+		if !ok {
+			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
+		}
+		handle := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			resp, err := n.HandleQueue(ctx, ev)
+			r.out.notifiedBatch(len(ev.Records), len(resp.BatchItemFailures), cfg.Operators)
+			return resp, err
+		}
+		run.sources = append(run.sources, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q,
+			url: r.res.queueURL[q.LogicalID], arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: m, alerts: true})
+	}
+	run.start(rctx, &r.wg)
 	for _, s := range f.SNSEvents {
 		arn, ok := r.res.topicARN[s.Topic]
 		if !ok {

@@ -41,15 +41,18 @@ type card struct {
 
 type field struct{ label, value string }
 
-// render lays one ops message out as a Flex message, or as a text message
-// when the Flex JSON would exceed the size limit (fallback reports that).
-func (n *Notifier) render(m opsMessage) (msg messaging_api.MessageInterface, fallback bool) {
+// render lays one group of ops messages out as a Flex message, or as a text
+// message when the Flex JSON would exceed the size limit (fallback reports
+// that).
+func (n *Notifier) render(g *group) (msg messaging_api.MessageInterface, fallback bool) {
+	m := g.msg
 	var c card
 	if m.alarm != nil {
 		c = n.alarmCard(m)
 	} else {
 		c = n.crashCard(m)
 	}
+	c = n.withCount(c, g)
 	fm := flexMessage(c)
 	if b, err := json.Marshal(fm); err == nil && len(b) <= n.flexLimit {
 		return fm, false
