@@ -57,7 +57,7 @@ func (l *eventLog) observe(res worker.Result) {
 	}
 	v.ReceiveCount = max(v.ReceiveCount, res.ReceiveCount)
 	// A duplicate of an event already handled does not hide that it was.
-	if res.Outcome == worker.OutcomeDuplicate && v.Outcome == string(worker.OutcomeOK) {
+	if res.Outcome == worker.OutcomeDuplicate && (v.Outcome == string(worker.OutcomeOK) || v.Outcome == string(worker.OutcomeHeld)) {
 		return
 	}
 	if v.Outcome == outcomeDeadLettered {

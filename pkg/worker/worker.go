@@ -38,6 +38,10 @@ const (
 	OutcomeOK        Outcome = "ok"        // handled; deleted from the queue
 	OutcomeDuplicate Outcome = "duplicate" // its effect had already happened; deleted without running the handler
 	OutcomeFailed    Outcome = "failed"    // reported as a batch item failure; SQS will deliver it again
+	// OutcomeHeld: handled, but LINE refused a push for the monthly limit and
+	// the result was written to the HeldQueue (pkg/held) instead; deleted from
+	// the queue, neither retried nor dead-lettered.
+	OutcomeHeld Outcome = "held"
 )
 
 // Result describes one processed record, for observers (metrics, the local

@@ -13,14 +13,14 @@ import (
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/pkg/linetoken"
 )
 
 // New resolves the access token and builds the notifier; region makes the
 // cards' console links point at the right CloudWatch and X-Ray consoles.
 func New(ctx context.Context, cfg config.Notifier, region string, c compose.Common) (*alert.Notifier, error) {
 	c = c.WithDefaults()
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.AccessToken)
+	tokens, _, err := linetoken.FromConfig(ctx, cfg.Auth, c.SSM, c.HTTPClient, nil)
 	if err != nil {
 		return nil, fmt.Errorf("notifier secrets: %w", err)
 	}
@@ -28,8 +28,8 @@ func New(ctx context.Context, cfg config.Notifier, region string, c compose.Comm
 	if err != nil {
 		return nil, fmt.Errorf("notifier time zone: %w", err)
 	}
-	line := lineapi.New(vals[0], lineapi.WithBaseURL(cfg.APIBaseURL), lineapi.WithLogger(c.Logger),
-		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient))
+	line := lineapi.New("", lineapi.WithBaseURL(cfg.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
+		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens))
 	opts := []alert.Option{alert.WithTimeZone(loc), alert.WithLogger(c.Logger), alert.WithMetrics(c.Metrics)}
 	if region != "" {
 		opts = append(opts, alert.WithRegion(region))

@@ -10,13 +10,15 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/pkg/linetoken"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
@@ -26,10 +28,18 @@ type TopicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
+// QueueSender is the one SQS call holding a result makes.
+type QueueSender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
 // Deps are the worker's ports besides the bot.
 type Deps struct {
 	Store idempotency.Store // DynamoDB in AWS, memory locally
-	Ops   TopicPublisher    // crash reports; nil (or no OPS_TOPIC_ARN) disables them
+	Ops   TopicPublisher    // crash reports and the held notice; nil (or no OPS_TOPIC_ARN) disables them
+	// Held writes pushes LINE refused for the monthly limit to the
+	// HeldQueue (HELD_QUEUE_URL); nil disables holding (the push fails).
+	Held QueueSender
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
@@ -45,20 +55,29 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		return nil, fmt.Errorf("worker: no bot: pass your router (see README 'Writing a handler')")
 	}
 	c = c.WithDefaults()
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.AccessToken)
+	tokens, secretVals, err := linetoken.FromConfig(ctx, cfg.Auth, c.SSM, c.HTTPClient, nil)
 	if err != nil {
 		return nil, fmt.Errorf("worker secrets: %w", err)
 	}
-	token := vals[0]
-	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.APIBaseURL), lineapi.WithLogger(c.Logger),
-		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient)}
+	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
+		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens)}
+	newMessenger := func() bot.Messenger { return lineapi.New("", lineOpts...) }
+	if d.Held != nil && cfg.HeldQueueURL != "" {
+		notice := held.Notice{Pub: d.Ops, Topic: cfg.OpsTopicARN, Once: d.Store, Log: c.Logger}
+		holder := held.NewHolder(d.Held, cfg.HeldQueueURL, held.WithLogger(c.Logger),
+			held.WithOnHeld(func(ctx context.Context, it held.Item) {
+				worker.MarkHeld(ctx)
+				notice.Tell(ctx, it)
+			}))
+		newMessenger = func() bot.Messenger { return holder.Wrap(lineapi.New("", lineOpts...)) }
+	}
 	opts := []worker.Option{
-		worker.WithMessenger(func() bot.Messenger { return lineapi.New(token, lineOpts...) }),
+		worker.WithMessenger(newMessenger),
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithFunctionTimeout(cfg.FunctionTimeout),
 		worker.WithKeepFor(cfg.KeepCompleted),
 		worker.WithIdentity(d.Function, d.Region),
-		worker.WithSecrets(token),
+		worker.WithSecrets(secretVals...),
 		worker.WithLogger(c.Logger),
 		worker.WithMetrics(c.Metrics),
 		worker.WithTracing(recordSpan, telemetry.TraceID),
