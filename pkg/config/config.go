@@ -192,10 +192,10 @@ type Notifier struct {
 func LoadNotifier(env Getenv) (Notifier, error) {
 	r := reader{env: env}
 	c := Notifier{
-		Auth:        r.lineAuth(),
-		ChatOps:     r.chatOps(),
-		TimeZone:    r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
-		Metrics:     r.str("METRICS_NAMESPACE", "linegate"),
+		Auth:     r.lineAuth(),
+		ChatOps:  r.chatOps(),
+		TimeZone: r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
+		Metrics:  r.str("METRICS_NAMESPACE", "linegate"),
 	}
 	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"))
 	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL

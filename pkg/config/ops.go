@@ -14,6 +14,10 @@ type ChatOps struct {
 	Operators []string      // OPERATOR_LINE_IDS: who may act (user IDs; groups and rooms never act)
 	DLQs      []string      // CHATOPS_DLQS: the queue names Redrive may move messages out of
 	TTL       time.Duration // CHATOPS_TTL_HOURS, default 24: how long a button stays valid
+	// SilenceRoleARN (CHATOPS_SILENCE_ROLE_ARN) is the role EventBridge
+	// Scheduler assumes to enable a silenced alarm's actions again;
+	// SchedulePrefix (CHATOPS_SCHEDULE_PREFIX) names those schedules.
+	SilenceRoleARN, SchedulePrefix string
 }
 
 // Enabled reports whether buttons can be signed (and verified).
@@ -22,9 +26,11 @@ func (c ChatOps) Enabled() bool { return c.Key.IsSet() }
 // chatOps reads the ChatOps settings; all are optional (no key: no buttons).
 func (r *reader) chatOps() ChatOps {
 	c := ChatOps{
-		Key:       r.secret("CHATOPS_KEY"),
-		Operators: r.operators(r.env("OPERATOR_LINE_IDS")),
-		TTL:       time.Duration(r.int("CHATOPS_TTL_HOURS", 24, 1, 24*14)) * time.Hour,
+		Key:            r.secret("CHATOPS_KEY"),
+		Operators:      r.operators(r.env("OPERATOR_LINE_IDS")),
+		TTL:            time.Duration(r.int("CHATOPS_TTL_HOURS", 24, 1, 24*14)) * time.Hour,
+		SilenceRoleARN: r.str("CHATOPS_SILENCE_ROLE_ARN", ""),
+		SchedulePrefix: r.str("CHATOPS_SCHEDULE_PREFIX", "linegate-silence"),
 	}
 	for _, q := range strings.Split(r.env("CHATOPS_DLQS"), ",") {
 		if q = strings.TrimSpace(q); q != "" {

@@ -73,8 +73,11 @@ func chain(steps []middleware, last handler) handler {
 //     recoverPanics recorded, and publishes even after the record's deadline.
 //   - timeout bounds the handler only: claim, complete, release and the
 //     crash report run on the invocation's context.
-//   - recoverPanics innermost: it catches the handler's panics (with the
-//     handler's stack) and nothing of the worker's own.
+//   - recoverPanics: it catches the handler's panics (with the handler's
+//     stack) and nothing of the worker's own.
+//   - intercept innermost, right before the router: linegate's own
+//     postbacks (ChatOps) are handled with the handler's deadline and
+//     panic recovery, and never reach the bot.
 //
 // A new step goes in this list where its comment says why.
 func (p *Processor) pipeline() []middleware {
@@ -88,5 +91,6 @@ func (p *Processor) pipeline() []middleware {
 		reportCrash(p.crash, p.now, p.log),
 		timeout(p.recordTimeout, p.margin),
 		recoverPanics(),
+		intercept(p.intercept),
 	}
 }

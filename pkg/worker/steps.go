@@ -308,6 +308,23 @@ func recoverPanics() middleware {
 	}
 }
 
+// intercept lets f handle the event instead of the router (nil f: every
+// event goes to the router).
+func intercept(f func(ctx context.Context, e *bot.Event) (bool, error)) middleware {
+	return func(next handler) handler {
+		if f == nil {
+			return next
+		}
+		return func(ctx context.Context, r *record) error {
+			handled, err := f(ctx, r.event)
+			if handled || err != nil {
+				return err
+			}
+			return next(ctx, r)
+		}
+	}
+}
+
 // dispatch is the end of the pipeline: the bot's router runs the event's
 // handler.
 func dispatch(d dispatcher) handler {

@@ -100,6 +100,7 @@ type Processor struct {
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
 	eventContext  func(ctx context.Context, id string) context.Context
+	intercept     func(ctx context.Context, e *bot.Event) (bool, error)
 
 	run handler // the pipeline, built by New
 }
@@ -166,6 +167,13 @@ func WithTracing(start StartSpan, traceID func(ctx context.Context) string) Opti
 // every log line written while handling it carries the id.
 func WithEventContext(f func(ctx context.Context, id string) context.Context) Option {
 	return func(p *Processor) { p.eventContext = f }
+}
+
+// WithIntercept runs f before the bot's router for every event; when f
+// reports it handled the event, the router does not run (ChatOps: the
+// operator's taps on alert cards never reach the bot).
+func WithIntercept(f func(ctx context.Context, e *bot.Event) (bool, error)) Option {
+	return func(p *Processor) { p.intercept = f }
 }
 
 // New returns a Processor running router with store for idempotency.

@@ -13,12 +13,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/chatops"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/postback"
+	"github.com/linegate/linegate/pkg/secrets"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
@@ -28,18 +31,31 @@ type TopicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
-// QueueSender is the one SQS call holding a result makes.
-type QueueSender interface {
+// Queues is the worker's SQS surface besides its event sources: holding a
+// result (SendMessage), resending held results (Receive, Delete,
+// ChangeMessageVisibility) and redriving a DLQ from an alert card (the
+// calls of pkg/redrive).
+type Queues interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
 }
 
 // Deps are the worker's ports besides the bot.
 type Deps struct {
 	Store idempotency.Store // DynamoDB in AWS, memory locally
 	Ops   TopicPublisher    // crash reports and the held notice; nil (or no OPS_TOPIC_ARN) disables them
-	// Held writes pushes LINE refused for the monthly limit to the
-	// HeldQueue (HELD_QUEUE_URL); nil disables holding (the push fails).
-	Held QueueSender
+	// Queues holds pushes LINE refused for the monthly limit in the
+	// HeldQueue (HELD_QUEUE_URL), resends them and redrives DLQs for
+	// ChatOps; nil disables holding (the push fails) and those buttons.
+	Queues Queues
+	// Silencer mutes an alarm for ChatOps' Silence button; nil disables it.
+	Silencer chatops.Silencer
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
@@ -62,9 +78,10 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
 		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens)}
 	newMessenger := func() bot.Messenger { return lineapi.New("", lineOpts...) }
-	if d.Held != nil && cfg.HeldQueueURL != "" {
+	holding := d.Queues != nil && cfg.HeldQueueURL != ""
+	if holding {
 		notice := held.Notice{Pub: d.Ops, Topic: cfg.OpsTopicARN, Once: d.Store, Log: c.Logger}
-		holder := held.NewHolder(d.Held, cfg.HeldQueueURL, held.WithLogger(c.Logger),
+		holder := held.NewHolder(d.Queues, cfg.HeldQueueURL, held.WithLogger(c.Logger),
 			held.WithOnHeld(func(ctx context.Context, it held.Item) {
 				worker.MarkHeld(ctx)
 				notice.Tell(ctx, it)
@@ -89,6 +106,13 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))
 	}
+	if cfg.ChatOps.Enabled() {
+		ops, err := newChatOps(ctx, cfg, d, c, func() *lineapi.Client { return lineapi.New("", lineOpts...) }, holding)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, worker.WithIntercept(ops.Intercept))
+	}
 	return worker.New(router, d.Store, append(opts, d.Options...)...)
 }
 
@@ -100,4 +124,27 @@ func recordSpan(ctx context.Context, name, upstream string) (context.Context, wo
 		s.Link(h)
 	}
 	return ctx, s
+}
+
+// newChatOps builds the handler of the operator's taps on alert cards.
+func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common, line func() *lineapi.Client, holding bool) (*chatops.Handler, error) {
+	vals, err := secrets.Resolve(ctx, c.SSM, cfg.ChatOps.Key)
+	if err != nil {
+		return nil, fmt.Errorf("chatops key: %w", err)
+	}
+	signer, err := postback.NewSigner([]byte(vals[0]), nil)
+	if err != nil {
+		return nil, err
+	}
+	oc := chatops.Config{Signer: signer, Operators: cfg.ChatOps.Operators, Once: d.Store, DLQs: cfg.ChatOps.DLQs,
+		Silencer: d.Silencer, Log: c.Logger, Metrics: c.Metrics}
+	if d.Queues != nil {
+		oc.Queues = d.Queues
+	}
+	if holding {
+		oc.Resend = func(ctx context.Context) (held.Report, error) {
+			return held.Resend(ctx, d.Queues, cfg.HeldQueueURL, line(), 0, c.Logger)
+		}
+	}
+	return chatops.New(oc)
 }
