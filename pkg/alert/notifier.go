@@ -27,6 +27,8 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/postback"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -80,6 +82,21 @@ type Notifier struct {
 	log       *slog.Logger
 	metrics   telemetry.Recorder
 	flexLimit int // bytes of JSON per Flex message; a variable only for tests
+	signer    *postback.Signer
+	buttonTTL time.Duration
+	dlqs      []string
+}
+
+// KindHeld is the linegate-kind attribute value of the worker's notice
+// that pushed results are held (pkg/held.KindHeld).
+const KindHeld = "held-results"
+
+// WithButtons puts signed postback buttons on the cards (ChatOps): on an
+// ALARM card Silence 1 h and Acknowledge, plus Redrive when the alarm
+// watches one of dlqs; on a held-results card Resend held. Each button's
+// data is signed with signer and valid for ttl.
+func WithButtons(signer *postback.Signer, ttl time.Duration, dlqs []string) Option {
+	return func(n *Notifier) { n.signer, n.buttonTTL, n.dlqs = signer, ttl, dlqs }
 }
 
 // Option configures a Notifier.
@@ -191,6 +208,7 @@ type rendered struct {
 func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 	n.metrics.Count(MetricRecords, float64(len(ev.Records)))
 	var msgs []rendered
+	heldOnly := true
 	for i, rec := range ev.Records {
 		a, err := parseRecord(rec)
 		if err != nil {
@@ -205,11 +223,13 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 			n.log.WarnContext(ctx, "alert: card too large, sending plain text",
 				"messageId", rec.SNS.MessageID, "kind", a.kind())
 		}
-		if a.alarm != nil {
+		switch {
+		case a.alarm != nil:
 			n.metrics.Count(MetricAlarms, 1)
-		} else {
+		case a.crash != nil:
 			n.metrics.Count(MetricCrashes, 1)
 		}
+		heldOnly = heldOnly && a.held != nil
 		msgs = append(msgs, rendered{id: a.id, msg: m})
 	}
 	if len(msgs) == 0 {
@@ -219,6 +239,15 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 		return nil
 	}
 
+	return n.deliver(ctx, msgs, heldOnly, len(ev.Records))
+}
+
+// deliver sends msgs to every operator, at most MaxMessagesPerPush per push,
+// each push with a retry key derived from the operator and its records.
+// heldOnly says the messages are held notices, which LINE cannot carry when
+// the quota is spent (the email subscription does): such a refusal is not
+// an error to retry.
+func (n *Notifier) deliver(ctx context.Context, msgs []rendered, heldOnly bool, records ...int) error {
 	var errs []error
 	pushes := 0
 	for _, op := range n.operators {
@@ -232,6 +261,13 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 			began := time.Now()
 			err := n.push.Push(ctx, op, key, batch...)
 			n.metrics.Duration(MetricPushDuration, time.Since(began))
+			if err != nil && heldOnly && errors.Is(err, lineapi.ErrMonthlyLimit) {
+				// LINE cannot carry the held notice while the quota is spent:
+				// the AlertEmail subscription does; a retry would fail alike.
+				n.metrics.Count(MetricPushErrors, 1)
+				n.log.WarnContext(ctx, "alert: held notice not pushed: LINE's monthly limit; email carries it", "operator", op)
+				continue
+			}
 			if err != nil {
 				n.metrics.Count(MetricPushErrors, 1)
 				n.log.ErrorContext(ctx, "alert: push failed",
@@ -244,9 +280,17 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 		}
 	}
 	n.log.InfoContext(ctx, "alert: notified",
-		"records", len(ev.Records), "messages", len(msgs), "operators", len(n.operators),
+		"records", sum(records), "messages", len(msgs), "operators", len(n.operators),
 		"pushes", pushes, "failedPushes", len(errs))
 	return errors.Join(errs...)
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }
 
 // retryKey is a UUID (v5) derived from the operator and the identities of the

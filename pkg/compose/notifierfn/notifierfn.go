@@ -14,6 +14,8 @@ import (
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/postback"
+	"github.com/linegate/linegate/pkg/secrets"
 )
 
 // New resolves the access token and builds the notifier; region makes the
@@ -34,5 +36,24 @@ func New(ctx context.Context, cfg config.Notifier, region string, c compose.Comm
 	if region != "" {
 		opts = append(opts, alert.WithRegion(region))
 	}
+	if cfg.ChatOps.Enabled() {
+		signer, err := Signer(ctx, cfg.ChatOps, c)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, alert.WithButtons(signer, cfg.ChatOps.TTL, cfg.ChatOps.DLQs))
+	}
 	return alert.New(line, cfg.Operators, opts...)
+}
+
+// Signer resolves the ChatOps key (CHATOPS_KEY_PARAM names the Secrets
+// Manager secret the stack generated, through SSM's
+// /aws/reference/secretsmanager/ path) and returns the signer of the cards'
+// buttons. The quota governor signs its Resend held button with it too.
+func Signer(ctx context.Context, cfg config.ChatOps, c compose.Common) (*postback.Signer, error) {
+	vals, err := secrets.Resolve(ctx, c.SSM, cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("chatops key: %w", err)
+	}
+	return postback.NewSigner([]byte(vals[0]), nil)
 }
