@@ -15,7 +15,6 @@ import (
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/linetoken"
 	"github.com/linegate/linegate/pkg/postback"
-	"github.com/linegate/linegate/pkg/secrets"
 )
 
 // New resolves the access token and builds the notifier; region makes the
@@ -37,7 +36,7 @@ func New(ctx context.Context, cfg config.Notifier, region string, c compose.Comm
 		opts = append(opts, alert.WithRegion(region))
 	}
 	if cfg.ChatOps.Enabled() {
-		signer, err := Signer(ctx, cfg.ChatOps, c)
+		signer, err := postback.FromConfig(ctx, cfg.ChatOps, c.SSM)
 		if err != nil {
 			return nil, err
 		}
@@ -46,14 +45,3 @@ func New(ctx context.Context, cfg config.Notifier, region string, c compose.Comm
 	return alert.New(line, cfg.Operators, opts...)
 }
 
-// Signer resolves the ChatOps key (CHATOPS_KEY_PARAM names the Secrets
-// Manager secret the stack generated, through SSM's
-// /aws/reference/secretsmanager/ path) and returns the signer of the cards'
-// buttons. The quota governor signs its Resend held button with it too.
-func Signer(ctx context.Context, cfg config.ChatOps, c compose.Common) (*postback.Signer, error) {
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.Key)
-	if err != nil {
-		return nil, fmt.Errorf("chatops key: %w", err)
-	}
-	return postback.NewSigner([]byte(vals[0]), nil)
-}

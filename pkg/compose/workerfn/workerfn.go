@@ -21,7 +21,6 @@ import (
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/linetoken"
 	"github.com/linegate/linegate/pkg/postback"
-	"github.com/linegate/linegate/pkg/secrets"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
@@ -128,11 +127,7 @@ func recordSpan(ctx context.Context, name, upstream string) (context.Context, wo
 
 // newChatOps builds the handler of the operator's taps on alert cards.
 func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common, line func() *lineapi.Client, holding bool) (*chatops.Handler, error) {
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.ChatOps.Key)
-	if err != nil {
-		return nil, fmt.Errorf("chatops key: %w", err)
-	}
-	signer, err := postback.NewSigner([]byte(vals[0]), nil)
+	signer, err := postback.FromConfig(ctx, cfg.ChatOps, c.SSM)
 	if err != nil {
 		return nil, err
 	}
