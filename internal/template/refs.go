@@ -113,6 +113,11 @@ func init() {
 		"AWS::IAM::Role": {service: "iam", nameProp: "RoleName", ref: refName, attrs: map[string]func(*evaluator, *resource, string) (string, error){
 			"Arn": roleARN,
 		}},
+		// Ref of a secret is its ARN (with Secrets Manager's random suffix,
+		// which the local cloud leaves out).
+		"AWS::SecretsManager::Secret": {service: "secretsmanager", nameProp: "Name", ref: func(e *evaluator, _ *resource, name string) (string, error) {
+			return e.arn("secretsmanager", "secret:"+name), nil
+		}},
 	}
 }
 

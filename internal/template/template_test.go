@@ -447,7 +447,7 @@ func TestErrors(t *testing.T) {
 		{"ref to disabled resource", "Conditions:\n  No: !Equals [a, b]\nResources:\n  T: {Type: AWS::SNS::Topic, Condition: No}\n  U: {Type: AWS::SNS::Topic, Properties: {DisplayName: !Ref T}}\n", nil, ErrUnknownRef, `condition "No" is false`},
 		{"bad redrive target", "Resources:\n  Q: {Type: AWS::SQS::Queue, Properties: {RedrivePolicy: {deadLetterTargetArn: arn:aws:sqs:x:1:elsewhere, maxReceiveCount: 3}}}\n", nil, ErrSyntax, "Resources.Q.Properties.RedrivePolicy.deadLetterTargetArn"},
 		{"bad rule target", "Resources:\n  R: {Type: AWS::Events::Rule, Properties: {EventPattern: {source: [a]}, Targets: [{Id: x, Arn: arn:aws:lambda:x:1:function:f}]}}\n", nil, ErrSyntax, "Resources.R.Properties.Targets[0].Arn"},
-		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Schedule, Properties: {Schedule: rate(1 minute)}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Schedule"`},
+		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Kinesis, Properties: {Stream: s}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Kinesis"`},
 		{"globals without SAM", "Globals: {Function: {Timeout: 3}}\nResources:\n  A: {Type: AWS::SNS::Topic}\n", nil, ErrSyntax, "Globals"},
 		{"merge key", "Resources:\n  A: &a {Type: AWS::SNS::Topic}\n  B:\n    <<: *a\n", nil, ErrSyntax, "merge keys"},
 		{"alias bomb", aliasBomb(), nil, ErrSyntax, "more than"},
