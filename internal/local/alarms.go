@@ -52,6 +52,9 @@ type alarmState struct {
 	changed time.Time
 	window  []bool // the last EvaluationPeriods data points: breaching or not
 	missing []bool
+	// silencedUntil mutes the alarm's actions (ChatOps' Silence 1 h), as
+	// DisableAlarmActions does: state changes are still tracked.
+	silencedUntil time.Time
 }
 
 func newAlarmEvaluator(r *Runtime) *alarmEvaluator {
@@ -184,6 +187,10 @@ type alarmChange struct {
 // of the new state's actions.
 func (e *alarmEvaluator) notify(ctx context.Context, c alarmChange) {
 	e.r.out.alarm(c.def.Name, c.old, c.new)
+	if e.silenced(c.def.Name) {
+		e.r.out.line("alarm     %s is silenced: no notification", c.def.Name)
+		return
+	}
 	var topics []string
 	switch c.new {
 	case StateAlarm:

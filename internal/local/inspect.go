@@ -236,6 +236,7 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	if r.line != nil {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
 		mux.Handle("/v2/bot/", r.line)
+		r.opsRoutes(mux)
 	} else {
 		mux.HandleFunc("GET /_local/line/messages", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) })
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -21,9 +22,10 @@ type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller     // event source mappings
-		redriveQueues // the SQS shim `linegate redrive` talks to
-		queueMaker    // provisioning
+		sqsPoller       // event source mappings
+		redriveQueues   // the SQS shim `linegate redrive` talks to
+		queueMaker      // provisioning
+		workerfn.Queues // held results, resends, ChatOps redrive
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning

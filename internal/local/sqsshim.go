@@ -19,12 +19,22 @@ type redriveQueues interface {
 	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
 }
 
+// shimQueues is what the shim serves: a redrive's calls, and the three a
+// resend of held results adds.
+type shimQueues interface {
+	redriveQueues
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
 // sqsShim answers the few SQS calls a redrive makes (GetQueueUrl,
-// GetQueueAttributes, StartMessageMoveTask, ListMessageMoveTasks, ListQueues)
-// in SQS's JSON protocol, so `linegate redrive --endpoint-url
-// http://127.0.0.1:3000` drives the local cloud with the same SDK code that
-// drives AWS, by calling q.
-func (r *Runtime) sqsShim(q redriveQueues) http.Handler {
+// GetQueueAttributes, StartMessageMoveTask, ListMessageMoveTasks) and those
+// `linegate resend-held` makes (ReceiveMessage, DeleteMessage,
+// ChangeMessageVisibility) in SQS's JSON protocol, so the CLI drives the
+// local cloud with `--endpoint-url http://127.0.0.1:3000` and the same SDK
+// code that drives AWS, by calling q.
+func (r *Runtime) sqsShim(q shimQueues) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		target := req.Header.Get("X-Amz-Target")
 		op, ok := strings.CutPrefix(target, "AmazonSQS.")
@@ -60,6 +70,21 @@ func (r *Runtime) sqsShim(q redriveQueues) http.Handler {
 			var in sqs.ListMessageMoveTasksInput
 			if err = dec.Decode(&in); err == nil {
 				out, err = q.ListMessageMoveTasks(ctx, &in)
+			}
+		case "ReceiveMessage":
+			var in sqs.ReceiveMessageInput
+			if err = dec.Decode(&in); err == nil {
+				out, err = q.ReceiveMessage(ctx, &in)
+			}
+		case "DeleteMessage":
+			var in sqs.DeleteMessageInput
+			if err = dec.Decode(&in); err == nil {
+				out, err = q.DeleteMessage(ctx, &in)
+			}
+		case "ChangeMessageVisibility":
+			var in sqs.ChangeMessageVisibilityInput
+			if err = dec.Decode(&in); err == nil {
+				out, err = q.ChangeMessageVisibility(ctx, &in)
 			}
 		default:
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
