@@ -6,6 +6,8 @@
 //	linegate sign    --secret S FILE
 //	linegate redrive --queue NAME [--endpoint-url URL]
 //	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
+//	linegate doctor      (--endpoint-url URL | --stack NAME)
+//	linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]
 package main
 
 import (
@@ -26,6 +28,9 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"redrive": runRedrive,
 	"replay":  runReplay,
 	"bench":   runBench,
+	// issue 14
+	"doctor":      runDoctor,
+	"resend-held": runResendHeld,
 }
 
 func main() {
@@ -70,6 +75,8 @@ commands:
   bench    ack latency, throughput, crash and chaos: linegate against the synchronous and in-process designs
   redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
   replay   replay the bus archive's events of a time window to the bus (EventBridge StartReplay)
+  doctor   check a deployment (LINE webhook, redelivery, secrets, quota; DLQs, alarms, ops topic): pass/fail with fixes
+  resend-held  send the results held for LINE's monthly limit, once quota has returned
 
 run 'linegate <command> -h' for a command's flags
 `)

@@ -283,6 +283,8 @@ type alarmView struct {
 	State  string `json:"state"`
 	Reason string `json:"reason"`
 	Since  string `json:"since"`
+	// Silenced is true while ChatOps' Silence 1 h mutes the alarm's actions.
+	Silenced bool `json:"silenced,omitempty"`
 }
 
 func (e *alarmEvaluator) views() []alarmView {
@@ -290,7 +292,8 @@ func (e *alarmEvaluator) views() []alarmView {
 	defer e.mu.Unlock()
 	out := make([]alarmView, 0, len(e.alarms))
 	for _, a := range e.alarms {
-		out = append(out, alarmView{Name: a.def.Name, State: a.state, Reason: a.reason, Since: a.changed.UTC().Format(time.RFC3339Nano)})
+		out = append(out, alarmView{Name: a.def.Name, State: a.state, Reason: a.reason, Since: a.changed.UTC().Format(time.RFC3339Nano),
+			Silenced: time.Now().Before(a.silencedUntil)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -115,7 +115,7 @@ func (r *Runtime) startScheduled(ctx, rctx context.Context, f template.Function,
 		case err != nil:
 			r.out.line("quota     check failed: %v", err)
 		case st.Level != "":
-			r.out.line("quota     %.0f%% of the month's %d messages used (%s): card sent to %s", st.Percent, st.Quota.Limit, st.Level, cfg.Operators[0])
+			r.out.line("quota     %.0f%% of the month's %d messages used (%s): card to %s (once a day)", st.Percent, st.Quota.Limit, st.Level, cfg.Operators[0])
 		}
 	}
 	for _, ev := range f.ScheduleEvents {
@@ -192,5 +192,29 @@ func (r *Runtime) opsRoutes(mux *http.ServeMux) {
 	mux.Handle("/_local/line/quota", r.line.QuotaHandler())
 	mux.Handle("/_local/line/channel", r.line.ChannelHandler())
 	mux.Handle("/oauth2/", r.line)
+	mux.HandleFunc("GET /_local/topics", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.topics()) })
 	r.line.SetChannel(linemock.Channel{Endpoint: r.WebhookURL(), Active: true, Redelivery: true})
+}
+
+// topicView is one topic and the functions subscribed to it, for
+// /_local/topics (`linegate doctor` checks the ops topic's subscribers).
+type topicView struct {
+	Name        string   `json:"name"`
+	Subscribers []string `json:"subscribers"`
+}
+
+func (r *Runtime) topics() []topicView {
+	out := []topicView{}
+	for _, t := range r.top.Topics {
+		v := topicView{Name: t.Name, Subscribers: []string{}}
+		for _, f := range r.top.Functions {
+			for _, s := range f.SNSEvents {
+				if s.Topic == t.LogicalID {
+					v.Subscribers = append(v.Subscribers, f.Name)
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }

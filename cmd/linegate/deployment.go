@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/secrets"
+)
+
+// deploymentFlags are how doctor and resend-held name what they act on:
+// a `linegate local` (--endpoint-url) or a deployed stack (--stack).
+type deploymentFlags struct {
+	endpoint *string
+	stack    *string
+}
+
+func addDeploymentFlags(fs *flag.FlagSet) deploymentFlags {
+	return deploymentFlags{
+		endpoint: fs.String("endpoint-url", "", "a linegate local, e.g. http://127.0.0.1:3000"),
+		stack:    fs.String("stack", "", "a deployed stack's name (your default AWS credentials and region)"),
+	}
+}
+
+// deployment is what a command acts on: AWS clients' configuration, the
+// LINE client with the deployment's credentials, and (for a stack) its
+// outputs and parameters.
+type deployment struct {
+	local bool
+	url   string // linegate local's URL
+	aws   aws.Config
+	stack *stackinfo.Stack
+	line  *lineapi.Client
+}
+
+// open resolves the flags: exactly one of --endpoint-url and --stack.
+func (f deploymentFlags) open(ctx context.Context, usage string) (*deployment, error) {
+	if (*f.endpoint == "") == (*f.stack == "") {
+		return nil, usageError{usage}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if *f.endpoint != "" {
+		cfg, err := awsConfig(ctx, *f.endpoint)
+		if err != nil {
+			return nil, err
+		}
+		token := envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken)
+		return &deployment{local: true, url: *f.endpoint, aws: cfg,
+			line: lineapi.New(token, lineapi.WithBaseURL(*f.endpoint), lineapi.WithHTTPClient(hc), lineapi.WithLogger(quiet))}, nil
+	}
+	cfg, err := awsConfig(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	st, err := stackinfo.Open(ctx, cloudformation.NewFromConfig(cfg), *f.stack)
+	if err != nil {
+		return nil, err
+	}
+	tokens, _, err := linetoken.FromConfig(ctx, st.LineAuth(), ssm.NewFromConfig(cfg), hc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the stack's channel access token: %w", err)
+	}
+	return &deployment{aws: cfg, stack: st,
+		line: lineapi.New("", lineapi.WithTokenSource(tokens), lineapi.WithHTTPClient(hc), lineapi.WithLogger(quiet))}, nil
+}
+
+// channelSecret reads the channel secret the deployment's webhook verifies
+// with: linegate local's (LINE_CHANNEL_SECRET or its default), or the
+// stack's ChannelSecretParameter in SSM.
+func (d *deployment) channelSecret(ctx context.Context) (string, error) {
+	if d.local {
+		return envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), nil
+	}
+	name := d.stack.Params["ChannelSecretParameter"]
+	if name == "" {
+		return "", errors.New("the stack has no ChannelSecretParameter")
+	}
+	vals, err := secrets.Resolve(ctx, ssm.NewFromConfig(d.aws), config.Secret{Param: name})
+	if err != nil {
+		return "", err
+	}
+	return vals[0], nil
+}
