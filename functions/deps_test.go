@@ -53,34 +53,29 @@ var denied = map[string][]string{
 		module + "pkg/compose/quotafn",
 		module + "pkg/quota",
 	},
-	"notifier": {
-		module + "internal/",
-		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
-		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
-		"github.com/aws/aws-sdk-go-v2/service/sns",
+	// The notifier pushes alert cards: none of the other functions' cores.
+	"notifier": append(pagerDenied(),
 		"github.com/aws/aws-sdk-go-v2/service/sqs",
-		module + "pkg/ingress",
-		module + "pkg/eventbus",
-		module + "pkg/worker",
-		module + "pkg/bot",
-		module + "pkg/idempotency",
-		module + "pkg/app",
-		module + "pkg/compose/webhookfn",
-		module + "pkg/compose/workerfn",
-		module + "pkg/compose/quotafn",
-		module + "pkg/chatops",
-		module + "pkg/held",
-	},
+		module+"pkg/compose/quotafn",
+		module+"pkg/held",
+	),
 	// The quota governor reads LINE's quota and the HeldQueue's depth and
-	// pushes cards: no DynamoDB, SNS or EventBridge, none of the other
-	// functions' cores.
-	"quota": {
-		module + "internal/",
-		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
-		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
-		"github.com/aws/aws-sdk-go-v2/service/sns",
+	// pushes cards as the notifier does: no DynamoDB, SNS or EventBridge,
+	// and none of the actions of the operator's buttons.
+	"quota": append(pagerDenied(),
 		"github.com/aws/aws-sdk-go-v2/service/cloudwatch",
 		"github.com/aws/aws-sdk-go-v2/service/scheduler",
+	),
+}
+
+// pagerDenied is what neither function that pages the operators (the
+// notifier, the quota governor) may link.
+func pagerDenied() []string {
+	return []string{
+		module + "internal/",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
+		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
+		"github.com/aws/aws-sdk-go-v2/service/sns",
 		module + "pkg/ingress",
 		module + "pkg/eventbus",
 		module + "pkg/worker",
@@ -90,8 +85,7 @@ var denied = map[string][]string{
 		module + "pkg/chatops",
 		module + "pkg/compose/webhookfn",
 		module + "pkg/compose/workerfn",
-		module + "pkg/compose/notifierfn",
-	},
+	}
 }
 
 // depsCache keeps each function's `go list -deps` answer for the tests of

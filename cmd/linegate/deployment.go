@@ -26,13 +26,28 @@ import (
 type deploymentFlags struct {
 	endpoint *string
 	stack    *string
+	timeout  *time.Duration
 }
 
-func addDeploymentFlags(fs *flag.FlagSet) deploymentFlags {
+// addDeploymentFlags adds --endpoint-url, --stack and --timeout (default
+// timeout) to fs.
+func addDeploymentFlags(fs *flag.FlagSet, timeout time.Duration) deploymentFlags {
 	return deploymentFlags{
 		endpoint: fs.String("endpoint-url", "", "a linegate local, e.g. http://127.0.0.1:3000"),
 		stack:    fs.String("stack", "", "a deployed stack's name (your default AWS credentials and region)"),
+		timeout:  fs.Duration("timeout", timeout, "how long the command may take"),
 	}
+}
+
+// parse parses args and opens the deployment they name, with a context
+// bounded by --timeout (cancel it when done).
+func (f deploymentFlags) parse(ctx context.Context, fs *flag.FlagSet, args []string, usage string) (context.Context, context.CancelFunc, *deployment, error) {
+	if err := fs.Parse(args); err != nil {
+		return ctx, func() {}, nil, usageError{err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
+	d, err := f.open(ctx, usage)
+	return ctx, cancel, d, err
 }
 
 // deployment is what a command acts on: AWS clients' configuration, the

@@ -21,14 +21,8 @@ var errChecksFailed = errors.New("some checks failed (see the fixes above)")
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	df := addDeploymentFlags(fs)
-	timeout := fs.Duration("timeout", time.Minute, "how long all checks may take")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel, d, err := addDeploymentFlags(fs, time.Minute).parse(ctx, fs, args, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
 	defer cancel()
-	d, err := df.open(ctx, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
 	if err != nil {
 		return err
 	}

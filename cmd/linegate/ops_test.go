@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/lineplatform"
+	"github.com/linegate/linegate/internal/local"
 )
 
 func startLocal(t *testing.T) *local.Runtime {
@@ -54,9 +54,9 @@ func TestDoctorAgainstLocal(t *testing.T) {
 	}
 
 	tests := []struct {
-		name  string
+		name   string
 		break_ func()
-		want  []string
+		want   []string
 	}{
 		{"webhook URL unset", func() { rt.LINE().SetChannel(linemock.Channel{Active: true, Redelivery: true}) },
 			[]string{"FAIL  webhook endpoint", "fix: set the webhook URL to " + rt.WebhookURL()}},

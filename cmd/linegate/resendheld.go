@@ -18,16 +18,11 @@ import (
 func runResendHeld(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("resend-held", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	df := addDeploymentFlags(fs)
+	df := addDeploymentFlags(fs, 5*time.Minute)
 	queue := fs.String("queue", "linegate-HeldQueue", "the held queue's name (with --endpoint-url; a stack names it in its HeldQueueUrl output)")
 	maxItems := fs.Int("max", 0, "send at most this many held results (0: all)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "how long the resend may take")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel, d, err := df.parse(ctx, fs, args, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
 	defer cancel()
-	d, err := df.open(ctx, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
 	if err != nil {
 		return err
 	}

@@ -210,8 +210,7 @@ func dlqs(ctx context.Context, t Target) Result {
 	r := Result{Check: "dead-letter queues"}
 	qs, err := t.DLQs(ctx)
 	if err != nil {
-		r.Status, r.Detail, r.Fix = Fail, short(err), "check your AWS credentials and the stack name"
-		return r
+		return unreadable(r, err)
 	}
 	var full, fixes []string
 	for _, q := range qs {
@@ -230,29 +229,26 @@ func dlqs(ctx context.Context, t Target) Result {
 }
 
 func alarms(ctx context.Context, t Target) Result {
-	r := Result{Check: "alarms"}
 	as, err := t.Alarms(ctx)
 	if err != nil {
-		r.Status, r.Detail, r.Fix = Fail, short(err), "check your AWS credentials and the stack name"
-		return r
+		return unreadable(Result{Check: "alarms"}, err)
 	}
-	var firing, muted []string
-	for _, a := range as {
-		if a.State == "ALARM" {
-			firing = append(firing, a.Name)
+	named := func(keep func(Alarm) bool) []string {
+		var out []string
+		for _, a := range as {
+			if keep(a) {
+				out = append(out, a.Name)
+			}
 		}
-		if a.ActionsMuted {
-			muted = append(muted, a.Name)
-		}
+		return out
 	}
-	switch {
-	case len(firing) > 0:
+	firing := named(func(a Alarm) bool { return a.State == "ALARM" })
+	r := Result{Check: "alarms", Status: Pass, Detail: fmt.Sprintf("%d alarm(s), none in ALARM", len(as))}
+	if len(firing) > 0 {
 		r.Status, r.Detail = Fail, "in ALARM: "+strings.Join(firing, ", ")
 		r.Fix = "see README 'Alarms and what to do' for each alarm"
-	default:
-		r.Status, r.Detail = Pass, fmt.Sprintf("%d alarm(s), none in ALARM", len(as))
 	}
-	if len(muted) > 0 {
+	if muted := named(func(a Alarm) bool { return a.ActionsMuted }); len(muted) > 0 {
 		r.Detail += "; silenced: " + strings.Join(muted, ", ")
 	}
 	return r
@@ -262,8 +258,7 @@ func subscriptions(ctx context.Context, t Target) Result {
 	r := Result{Check: "ops topic"}
 	subs, err := t.OpsSubscriptions(ctx)
 	if err != nil {
-		r.Status, r.Detail, r.Fix = Fail, short(err), "check your AWS credentials and the stack name"
-		return r
+		return unreadable(r, err)
 	}
 	var notifier bool
 	var pending, seen []string
@@ -286,6 +281,12 @@ func subscriptions(ctx context.Context, t Target) Result {
 	default:
 		r.Status, r.Detail = Pass, fmt.Sprintf("%d subscription(s): %s", len(subs), strings.Join(seen, ", "))
 	}
+	return r
+}
+
+// unreadable fails r because the AWS side could not be read.
+func unreadable(r Result, err error) Result {
+	r.Status, r.Detail, r.Fix = Fail, short(err), "check your AWS credentials, region and the stack name"
 	return r
 }
 

@@ -81,14 +81,19 @@ func (e *alarmEvaluator) run(ctx context.Context) {
 	if len(e.alarms) == 0 {
 		return
 	}
-	t := time.NewTicker(e.period())
+	every(ctx, e.period(), e.evaluate)
+}
+
+// every calls f each period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func(context.Context)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.evaluate(ctx)
+			f(ctx)
 		}
 	}
 }

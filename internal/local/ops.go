@@ -119,25 +119,13 @@ func (r *Runtime) startScheduled(ctx, rctx context.Context, f template.Function,
 		}
 	}
 	for _, ev := range f.ScheduleEvents {
-		every := ev.Every
-		if every <= 0 {
-			every = time.Hour // cron: not modelled locally, run hourly
+		rate := ev.Every
+		if rate <= 0 {
+			rate = time.Hour // cron: not modelled locally, run hourly
 		}
-		period := max(scaled(every, r.cfg.TimeScale), 100*time.Millisecond)
+		period := max(scaled(rate, r.cfg.TimeScale), 100*time.Millisecond)
 		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			t := time.NewTicker(period)
-			defer t.Stop()
-			for {
-				select {
-				case <-rctx.Done():
-					return
-				case <-t.C:
-					run(rctx)
-				}
-			}
-		}()
+		go func() { defer r.wg.Done(); every(rctx, period, run) }()
 	}
 	return nil
 }

@@ -48,44 +48,26 @@ func (r *Runtime) sqsShim(q shimQueues) http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
 		switch op {
 		case "GetQueueUrl":
-			var in sqs.GetQueueUrlInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.GetQueueUrl(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.GetQueueUrl)
 		case "GetQueueAttributes":
-			var in sqs.GetQueueAttributesInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.GetQueueAttributes(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.GetQueueAttributes)
 		case "StartMessageMoveTask":
-			var in sqs.StartMessageMoveTaskInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.StartMessageMoveTask(ctx, &in)
+			out, err = call(ctx, dec, func(ctx context.Context, in *sqs.StartMessageMoveTaskInput, _ ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
+				out, err := q.StartMessageMoveTask(ctx, in)
 				if err == nil {
 					r.events.redriven()
 					r.out.line("sqs       redrive started from %s", deref(in.SourceArn))
 				}
-			}
+				return out, err
+			})
 		case "ListMessageMoveTasks":
-			var in sqs.ListMessageMoveTasksInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.ListMessageMoveTasks(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.ListMessageMoveTasks)
 		case "ReceiveMessage":
-			var in sqs.ReceiveMessageInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.ReceiveMessage(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.ReceiveMessage)
 		case "DeleteMessage":
-			var in sqs.DeleteMessageInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.DeleteMessage(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.DeleteMessage)
 		case "ChangeMessageVisibility":
-			var in sqs.ChangeMessageVisibilityInput
-			if err = dec.Decode(&in); err == nil {
-				out, err = q.ChangeMessageVisibility(ctx, &in)
-			}
+			out, err = call(ctx, dec, q.ChangeMessageVisibility)
 		default:
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 			writeJSON(w, 400, map[string]string{"__type": "com.amazonaws.sqs#UnsupportedOperation", "message": op + " is not served by linegate local"})
@@ -111,4 +93,13 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// call decodes an operation's input from the request body and makes it.
+func call[In, Out any](ctx context.Context, dec *json.Decoder, op func(context.Context, *In, ...func(*sqs.Options)) (*Out, error)) (any, error) {
+	var in In
+	if err := dec.Decode(&in); err != nil {
+		return nil, err
+	}
+	return op(ctx, &in)
 }

@@ -2,9 +2,9 @@ package quota_test
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -123,31 +123,18 @@ func TestGovernorOffersResendWhenQuotaReturns(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d cards, want the held card", len(msgs))
 	}
-	var card map[string]any
-	_ = json.Unmarshal(msgs[0].Messages[0], &card)
-	data := findData(card)
+	data := findData(msgs[0].Messages[0])
 	if c, err := f.signer.Verify(data); err != nil || c.Action != postback.ResendHeld {
 		t.Fatalf("Resend held button data %q: %+v %v", data, c, err)
 	}
 }
 
-func findData(v any) string {
-	switch x := v.(type) {
-	case map[string]any:
-		if d, ok := x["data"].(string); ok {
-			return d
-		}
-		for _, c := range x {
-			if d := findData(c); d != "" {
-				return d
-			}
-		}
-	case []any:
-		for _, c := range x {
-			if d := findData(c); d != "" {
-				return d
-			}
-		}
+// buttonData is the data of the first linegate postback in a card.
+var buttonData = regexp.MustCompile(`"data":"(lg1\.[^"]+)"`)
+
+func findData(card []byte) string {
+	if m := buttonData.FindSubmatch(card); m != nil {
+		return string(m[1])
 	}
 	return ""
 }
