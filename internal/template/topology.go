@@ -105,7 +105,7 @@ type Function struct {
 	MemorySize int
 	// Env holds the resolved environment: values that reference resources are
 	// their local physical names, URLs or ARNs.
-	Env       map[string]string
+	Env            map[string]string
 	SQSEvents      []SQSMapping
 	SNSEvents      []SNSMapping
 	APIEvents      []APIEvent
