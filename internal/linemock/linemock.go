@@ -1,7 +1,13 @@
 // Package linemock is a local LINE Messaging API: an http.Handler that answers
-// the calls linegate makes (reply, push, loading animation, bot info) the way
-// api.line.me does, so the worker and the notifier can be exercised in tests
-// and under `linegate local` without a channel.
+// the calls linegate makes (reply, push, loading animation, bot info, the
+// month's quota and consumption, the webhook endpoint and its test
+// delivery, and the channel access token endpoints) the way api.line.me
+// does, so the worker, the notifier and the quota governor can be exercised
+// in tests and under `linegate local` without a channel.
+//
+// It keeps the month's quota (SetQuota; a push beyond the limit gets LINE's
+// 429 "You have reached your monthly limit.") and issues stateless and v2.1
+// tokens that expire (WithTokenTTL, ExpireTokens), so clients refresh.
 //
 // It keeps LINE's rules that matter for correctness: reply tokens are
 // single-use and expire; a push whose X-Line-Retry-Key was accepted in the

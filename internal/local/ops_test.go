@@ -119,7 +119,7 @@ func TestRunningForMonths(t *testing.T) {
 		// The operator's tap drains the DLQ and the operator is told so.
 		deliver(t, lp, lp.Postback(DefaultOperator, data))
 		eventually(t, 10*time.Second, "the operator's reply", func() bool {
-			_, ok := findMessage(t, rt, DefaultOperator, "", "Redrive of linegate-InteractiveDLQ started")
+			_, ok := findMessage(t, rt, DefaultOperator, "", "Redrive of linegate-InteractiveDLQ done: 1 message(s) moved back")
 			return ok
 		})
 		eventually(t, 10*time.Second, "the DLQ drained", func() bool { return getQueue(t, rt, "linegate-InteractiveDLQ").Visible == 0 })

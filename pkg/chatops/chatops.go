@@ -44,6 +44,9 @@ const (
 // SilenceFor is how long Silence mutes an alarm.
 const SilenceFor = time.Hour
 
+// redriveWait is how long Redrive waits for the move before replying.
+const redriveWait = 5 * time.Second
+
 // Silencer mutes an alarm's notifications until a time: CloudWatch
 // DisableAlarmActions plus a one-time schedule that enables them again in
 // AWS (CloudWatchSilencer), the local alarm evaluator in `linegate local`.
@@ -177,11 +180,18 @@ func (h *Handler) act(ctx context.Context, cmd postback.Command) (string, error)
 		if h.cfg.Queues == nil || !slices.Contains(h.cfg.DLQs, cmd.Target) {
 			return "", fmt.Errorf("%s is not a dead-letter queue this stack redrives", cmd.Target)
 		}
-		res, err := redrive.Run(ctx, h.cfg.Queues, cmd.Target, redrive.Options{})
-		if err != nil {
-			return "", err
+		// Wait a little for the move to finish, so the reply can say so; a
+		// long move goes on after the reply.
+		wctx, cancel := context.WithTimeout(ctx, redriveWait)
+		defer cancel()
+		res, err := redrive.Run(wctx, h.cfg.Queues, cmd.Target, redrive.Options{Wait: true, PollEvery: 200 * time.Millisecond})
+		switch {
+		case err == nil:
+			return fmt.Sprintf("Redrive of %s done: %d message(s) moved back to their source queue.", cmd.Target, res.Moved), nil
+		case res.Status == "RUNNING" && errors.Is(err, context.DeadlineExceeded):
+			return fmt.Sprintf("Redrive of %s started: its messages are moving back to their source queue.", cmd.Target), nil
 		}
-		return fmt.Sprintf("Redrive of %s started: its messages are moving back to their source queue (%s).", cmd.Target, res.Status), nil
+		return "", err
 	case postback.Silence:
 		if h.cfg.Silencer == nil {
 			return "", errors.New("silencing is not available here")

@@ -151,7 +151,7 @@ func TestRedriveAndResendTargets(t *testing.T) {
 	if got := tap(postback.Redrive, "not-offered"); !strings.Contains(got, "Redrive failed: not-offered is not a dead-letter queue this stack redrives") {
 		t.Fatalf("reply %s", got)
 	}
-	if got := tap(postback.Redrive, "dlq"); !strings.Contains(got, "Redrive of dlq started") {
+	if got := tap(postback.Redrive, "dlq"); !strings.Contains(got, "Redrive of dlq done: 0 message(s) moved back") {
 		t.Fatalf("reply %s", got)
 	}
 	if got := tap(postback.ResendHeld, "held"); resent != 1 || !strings.Contains(got, "3 held result(s) sent") {
