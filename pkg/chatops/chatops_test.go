@@ -41,8 +41,10 @@ func (r *replies) Send(_ context.Context, _ lineapi.Target, msgs ...messaging_ap
 	r.texts = append(r.texts, string(b))
 	return lineapi.ViaReply, nil
 }
-func (r *replies) Push(context.Context, string, string, ...messaging_api.MessageInterface) error { return nil }
-func (r *replies) ShowLoading(context.Context, string, int) error                            { return nil }
+func (r *replies) Push(context.Context, string, string, ...messaging_api.MessageInterface) error {
+	return nil
+}
+func (r *replies) ShowLoading(context.Context, string, int) error { return nil }
 
 type silencer struct{ calls []string }
 

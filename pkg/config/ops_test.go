@@ -6,7 +6,6 @@ import (
 	"time"
 )
 
-
 // Each token mode needs its own credentials, and says which is missing.
 func TestLineAuthModes(t *testing.T) {
 	base := map[string]string{"IDEMPOTENCY_TABLE": "t"}
