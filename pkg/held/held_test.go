@@ -4,21 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/pkg/held"
-	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -110,39 +110,6 @@ func TestOnlyTheMonthlyLimitIsHeld(t *testing.T) {
 	}
 }
 
-type topic struct {
-	mu   sync.Mutex
-	msgs []*sns.PublishInput
-}
-
-func (tp *topic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	tp.msgs = append(tp.msgs, in)
-	return &sns.PublishOutput{}, nil
-}
-
-// The operator is told once a month however many results are held.
-func TestNoticeOncePerMonth(t *testing.T) {
-	tp := &topic{}
-	n := held.Notice{Pub: tp, Topic: "arn:aws:sns:us-east-1:1:ops", Once: idempotency.NewMemory()}
-	f := newFixture(t)
-	f.line.SetQuota(linemock.Quota{Limit: 0, Used: 0})
-	h := held.NewHolder(f.cloud, f.url, held.WithOnHeld(n.Tell))
-	for i := range 5 {
-		if err := h.Wrap(f.api).Push(context.Background(), user, lineapi.RetryKey("e", i), text("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(tp.msgs) != 1 {
-		t.Fatalf("%d notices for 5 held results, want 1", len(tp.msgs))
-	}
-	kind := tp.msgs[0].MessageAttributes[held.AttributeKind]
-	if aws.ToString(kind.StringValue) != held.KindHeld || !strings.Contains(aws.ToString(tp.msgs[0].Message), "resend-held") {
-		t.Fatalf("notice %+v", tp.msgs[0])
-	}
-}
-
 func TestParse(t *testing.T) {
 	good, _ := json.Marshal(held.Item{To: user, Messages: []json.RawMessage{json.RawMessage(`{"type":"text","text":"a"}`)}})
 	for name, body := range map[string]string{
@@ -170,4 +137,34 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %+v", it)
 		}
 	})
+}
+
+// An item older than the refresh age is written anew (and the old copy
+// deleted); a young one is left as it is.
+func TestRefreshKeepsOldItemsAlive(t *testing.T) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clk := start
+	c := mem.New(mem.WithClock(func() time.Time { return clk }))
+	defer c.Close()
+	ctx := context.Background()
+	q, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("held"),
+		Attributes: map[string]string{"MessageRetentionPeriod": "1209600"}}) // the template's 14 days
+	url := aws.ToString(q.QueueUrl)
+	_, _ = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("old")})
+	clk = start.Add(8 * 24 * time.Hour)
+	_, _ = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("young")})
+	n, err := held.Refresh(ctx, c, url, held.RefreshAge, 100, clk)
+	if err != nil || n != 1 {
+		t.Fatalf("refreshed %d, %v; want the old one", n, err)
+	}
+	clk = clk.Add(2 * time.Minute) // past the refresh's visibility timeout
+	out, _ := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"}})
+	bodies := map[string]string{}
+	for _, m := range out.Messages {
+		bodies[aws.ToString(m.Body)] = m.Attributes["SentTimestamp"]
+	}
+	if len(bodies) != 2 || bodies["old"] != fmt.Sprint(start.Add(8*24*time.Hour).UnixMilli()) {
+		t.Fatalf("queue after refresh: %v", bodies)
+	}
 }

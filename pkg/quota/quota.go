@@ -25,6 +25,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/pkg/alert"
+	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -49,16 +50,23 @@ type notifier interface {
 	Notify(ctx context.Context, notices ...alert.Notice) error
 }
 
-// queueDepth is the SQS call that counts held results.
-type queueDepth interface {
+// heldQueue is the SQS calls the governor makes on the HeldQueue: its
+// depth, and the refresh that keeps held items past SQS's retention.
+type heldQueue interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 }
+
+// refreshPerRun bounds how many held items one run looks at for refreshing.
+const refreshPerRun = 500
 
 // Governor checks the quota once per Run.
 type Governor struct {
 	Line    quotaReader
 	Cards   notifier
-	Held    queueDepth // nil: no HeldQueue
+	Held    heldQueue // nil: no HeldQueue
 	HeldURL string
 	// WarnPercent and AlarmPercent are the thresholds (80 and 95).
 	WarnPercent, AlarmPercent int
@@ -106,6 +114,13 @@ func (g *Governor) Run(ctx context.Context) (Status, error) {
 		}
 	}
 	if g.Held != nil && g.HeldURL != "" {
+		// Held items older than a week are written anew: SQS keeps a
+		// message 14 days, a spent quota can last a month.
+		if n, err := held.Refresh(ctx, g.Held, g.HeldURL, held.RefreshAge, refreshPerRun, g.Now()); err != nil {
+			g.Log.WarnContext(ctx, "quota: held results not refreshed", "error", err.Error())
+		} else if n > 0 {
+			g.Log.InfoContext(ctx, "quota: held results refreshed", "count", n)
+		}
 		n, err := g.depth(ctx)
 		if err != nil {
 			g.Log.WarnContext(ctx, "quota: held queue depth unknown", "error", err.Error())

@@ -79,11 +79,11 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	newMessenger := func() bot.Messenger { return lineapi.New("", lineOpts...) }
 	holding := d.Queues != nil && cfg.HeldQueueURL != ""
 	if holding {
-		notice := held.Notice{Pub: d.Ops, Topic: cfg.OpsTopicARN, Once: d.Store, Log: c.Logger}
+		notice := heldNotice{pub: d.Ops, topic: cfg.OpsTopicARN, once: d.Store, log: c.Logger}
 		holder := held.NewHolder(d.Queues, cfg.HeldQueueURL, held.WithLogger(c.Logger),
 			held.WithOnHeld(func(ctx context.Context, it held.Item) {
 				worker.MarkHeld(ctx)
-				notice.Tell(ctx, it)
+				notice.tell(ctx, it)
 			}))
 		newMessenger = func() bot.Messenger { return holder.Wrap(lineapi.New("", lineOpts...)) }
 	}
