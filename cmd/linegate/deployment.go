@@ -5,17 +5,23 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/stackinfo"
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/linetoken"
 	"github.com/linegate/linegate/pkg/secrets"
@@ -109,4 +115,61 @@ func (d *deployment) channelSecret(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return vals[0], nil
+}
+
+// errChecksFailed makes doctor exit 1 after printing its report.
+var errChecksFailed = errors.New("some checks failed (see the fixes above)")
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ctx, cancel, d, err := addDeploymentFlags(fs, time.Minute).parse(ctx, fs, args, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	var t doctor.Target
+	if d.local {
+		secret, _ := d.channelSecret(ctx)
+		t = doctor.Local{URL: d.url, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken), Secret: secret}
+	} else {
+		t = doctor.Stack{Info: d.stack, LINE: d.line, Secret: d.channelSecret, SQS: sqs.NewFromConfig(d.aws),
+			Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
+	}
+	rs := doctor.Run(ctx, t)
+	doctor.Print(stdout, t.Describe(), rs)
+	if doctor.Failed(rs) {
+		return errChecksFailed
+	}
+	return nil
+}
+
+func runResendHeld(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("resend-held", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	df := addDeploymentFlags(fs, 5*time.Minute)
+	queue := fs.String("queue", "linegate-HeldQueue", "the held queue's name (with --endpoint-url; a stack names it in its HeldQueueUrl output)")
+	maxItems := fs.Int("max", 0, "send at most this many held results (0: all)")
+	ctx, cancel, d, err := df.parse(ctx, fs, args, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	q := sqs.NewFromConfig(d.aws)
+	var url string
+	if d.local {
+		out, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(*queue)})
+		if err != nil {
+			return fmt.Errorf("find %s: %w", *queue, err)
+		}
+		url = aws.ToString(out.QueueUrl)
+	} else if url, err = d.stack.Output("HeldQueueUrl"); err != nil {
+		return err
+	}
+	rep, err := held.Resend(ctx, q, url, d.line, *maxItems, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	fmt.Fprintf(stdout, "resend-held: %s\n", rep)
+	if errors.Is(err, held.ErrQuotaSpent) {
+		return errors.New("LINE's monthly limit is still reached: raise it in LINE Official Account Manager, then run this again")
+	}
+	return err
 }

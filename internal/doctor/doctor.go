@@ -46,9 +46,9 @@ type Queue struct {
 
 // Alarm is one alarm's state.
 type Alarm struct {
-	Name         string
-	State        string
-	ActionsMuted bool
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	ActionsMuted bool   `json:"silenced"` // as /_local/alarms reports it
 }
 
 // Subscription is one subscriber of the ops topic.
@@ -174,19 +174,16 @@ func botInfo(ctx context.Context, t Target) Result {
 }
 
 func signedBody(ctx context.Context, t Target) Result {
-	r := Result{Check: "channel secret"}
 	status, err := t.PostSigned(ctx)
-	switch {
-	case err != nil:
-		r.Status, r.Detail = Fail, short(err)
-		r.Fix = "the webhook could not be reached or the secret read: check the stack's WebhookUrl output and ChannelSecretParameter"
-	case status != 200:
-		r.Status, r.Detail = Fail, fmt.Sprintf("a body signed with the configured secret got %d", status)
-		r.Fix = "the webhook refuses the configured secret: store the channel secret (LINE Developers console, Basic settings) in ChannelSecretParameter and start new webhook instances"
-	default:
-		r.Status, r.Detail = Pass, "a body signed with the configured secret is accepted (200)"
+	if err != nil {
+		return Result{Check: "channel secret", Status: Fail, Detail: short(err),
+			Fix: "the webhook could not be reached or the secret read: check the stack's WebhookUrl output and ChannelSecretParameter"}
 	}
-	return r
+	if status != 200 {
+		return Result{Check: "channel secret", Status: Fail, Detail: fmt.Sprintf("a body signed with the configured secret got %d", status),
+			Fix: "the webhook refuses the configured secret: store the channel secret (LINE Developers console, Basic settings) in ChannelSecretParameter and start new webhook instances"}
+	}
+	return Result{Check: "channel secret", Status: Pass, Detail: "a body signed with the configured secret is accepted (200)"}
 }
 
 func quota(ctx context.Context, t Target) Result {

@@ -107,19 +107,9 @@ func (l Local) DLQs(ctx context.Context) ([]Queue, error) {
 
 // Alarms reads /_local/alarms.
 func (l Local) Alarms(ctx context.Context) ([]Alarm, error) {
-	var as []struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-		Muted bool   `json:"silenced"`
-	}
-	if err := l.get(ctx, "/_local/alarms", &as); err != nil {
-		return nil, err
-	}
-	out := make([]Alarm, len(as))
-	for i, a := range as {
-		out[i] = Alarm{Name: a.Name, State: a.State, ActionsMuted: a.Muted}
-	}
-	return out, nil
+	var as []Alarm
+	err := l.get(ctx, "/_local/alarms", &as)
+	return as, err
 }
 
 // OpsSubscriptions reads /_local/topics' subscribers of the ops topic.

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +55,9 @@ func (s *silencer) Silence(_ context.Context, alarm string, until time.Time) err
 
 func postbackEvent(t *testing.T, source, data string, m bot.Messenger) *bot.Event {
 	t.Helper()
-	raw := fmt.Sprintf(`{"type":"postback","mode":"active","timestamp":%d,"source":%s,"webhookEventId":"01PB%d","replyToken":"rt","postback":{"data":%q}}`,
-		time.Now().UnixMilli(), source, time.Now().UnixNano(), data)
+	quoted, _ := json.Marshal(data)
+	raw := `{"type":"postback","mode":"active","timestamp":` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `,"source":` + source +
+		`,"webhookEventId":"01PB` + strconv.FormatInt(time.Now().UnixNano(), 10) + `","replyToken":"rt","postback":{"data":` + string(quoted) + `}}`
 	e, err := bot.Parse(json.RawMessage(raw), "Ubot", time.Now(), m)
 	if err != nil {
 		t.Fatal(err)

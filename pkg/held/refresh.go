@@ -16,8 +16,8 @@ import (
 // for up to a month.
 const RefreshAge = 7 * 24 * time.Hour
 
-// refreshQueue is the SQS calls a refresh makes.
-type refreshQueue interface {
+// RefreshQueue is the SQS calls a refresh makes.
+type RefreshQueue interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
@@ -29,7 +29,7 @@ type refreshQueue interface {
 // still exists at its end. It looks at up to max items per call (each seen
 // item stays invisible for a minute, so one call sees each item once) and
 // returns how many it refreshed. The quota governor calls it on each run.
-func Refresh(ctx context.Context, q refreshQueue, url string, olderThan time.Duration, max int, now time.Time) (int, error) {
+func Refresh(ctx context.Context, q RefreshQueue, url string, olderThan time.Duration, max int, now time.Time) (int, error) {
 	refreshed, seen := 0, 0
 	for seen < max {
 		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: int32(min(10, max-seen)),

@@ -50,13 +50,11 @@ type notifier interface {
 	Notify(ctx context.Context, notices ...alert.Notice) error
 }
 
-// heldQueue is the SQS calls the governor makes on the HeldQueue: its
+// HeldQueue is the SQS calls the governor makes on the HeldQueue: its
 // depth, and the refresh that keeps held items past SQS's retention.
-type heldQueue interface {
+type HeldQueue interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	held.RefreshQueue
 }
 
 // refreshPerRun bounds how many held items one run looks at for refreshing.
@@ -66,7 +64,7 @@ const refreshPerRun = 500
 type Governor struct {
 	Line    quotaReader
 	Cards   notifier
-	Held    heldQueue // nil: no HeldQueue
+	Held    HeldQueue // nil: no HeldQueue
 	HeldURL string
 	// WarnPercent and AlarmPercent are the thresholds (80 and 95).
 	WarnPercent, AlarmPercent int

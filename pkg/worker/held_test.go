@@ -12,45 +12,43 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 )
 
+// runOne handles one text record with router and returns its result.
+func runOne(t *testing.T, f *fixture, id string) (Result, events.SQSEventResponse) {
+	t.Helper()
+	rec := message("m-"+id, 1, textEvent(id, "x", time.Now(), ""))
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
+	return f.seen[len(f.seen)-1], resp
+}
+
+// heldRouter marks its record held, then returns err.
+func heldRouter(t *testing.T, err error) *bot.Router {
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, _ *bot.Event, _ string) error {
+		if !MarkHeld(ctx) {
+			t.Error("MarkHeld found no record in the handler's context")
+		}
+		return err
+	})
+	return r
+}
+
 // A handler whose push was held (MarkHeld) and that then succeeded ends
-// with outcome held: acknowledged, completed, counted as RecordsHeld; one
-// that fails after MarkHeld still fails. A redelivery is a duplicate.
+// with outcome held: acknowledged, completed, counted as RecordsHeld; a
+// redelivery is a duplicate. One that fails after MarkHeld still fails.
 func TestHeldOutcome(t *testing.T) {
-	tests := []struct {
-		name    string
-		err     error
-		outcome Outcome
-		failed  int
-	}{
-		{"held, then succeeded", nil, OutcomeHeld, 0},
-		{"held, then failed", errors.New("later step failed"), OutcomeFailed, 1},
+	m := &testmetrics.Recorder{}
+	f := newFixture(t, heldRouter(t, nil), WithMetrics(m))
+	res, resp := runOne(t, f, "01HELD")
+	if res.Outcome != OutcomeHeld || len(resp.BatchItemFailures) != 0 || m.Total("RecordsHeld") != 1 {
+		t.Fatalf("outcome %q, failures %v, RecordsHeld %v; want held, none, 1", res.Outcome, resp.BatchItemFailures, m.Total("RecordsHeld"))
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := bot.NewRouter()
-			r.OnText("", func(ctx context.Context, _ *bot.Event, _ string) error {
-				if !MarkHeld(ctx) {
-					t.Error("MarkHeld found no record in the handler's context")
-				}
-				return tt.err
-			})
-			m := &testmetrics.Recorder{}
-			f := newFixture(t, r, WithMetrics(m))
-			rec := message("m-held", 1, textEvent("01HELD", "x", time.Now(), ""))
-			resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
-			if len(resp.BatchItemFailures) != tt.failed || f.seen[0].Outcome != tt.outcome {
-				t.Fatalf("failures %v outcome %q, want %d and %q", resp.BatchItemFailures, f.seen[0].Outcome, tt.failed, tt.outcome)
-			}
-			if tt.outcome == OutcomeHeld {
-				if m.Total("RecordsHeld") != 1 {
-					t.Errorf("RecordsHeld = %v", m.Total("RecordsHeld"))
-				}
-				_, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
-				if f.seen[1].Outcome != OutcomeDuplicate {
-					t.Errorf("redelivered held record: %q, want duplicate", f.seen[1].Outcome)
-				}
-			}
-		})
+	if res, _ := runOne(t, f, "01HELD"); res.Outcome != OutcomeDuplicate {
+		t.Errorf("redelivered held record: %q, want duplicate", res.Outcome)
+	}
+
+	f = newFixture(t, heldRouter(t, errors.New("a later step failed")))
+	if res, resp := runOne(t, f, "01HELDFAIL"); res.Outcome != OutcomeFailed || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("held then failed: %q %v, want failed", res.Outcome, resp.BatchItemFailures)
 	}
 	if MarkHeld(context.Background()) {
 		t.Fatal("MarkHeld outside a record reported true")
@@ -60,27 +58,18 @@ func TestHeldOutcome(t *testing.T) {
 // An interceptor that handles an event keeps it from the router; one that
 // declines lets the router run; its error fails the record.
 func TestIntercept(t *testing.T) {
-	tests := []struct {
-		name       string
-		handled    bool
-		err        error
-		routerRuns bool
-		failed     int
-	}{
-		{"handled", true, nil, false, 0},
-		{"declined", false, nil, true, 0},
-		{"failed", true, errors.New("reply failed"), false, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	check := func(name string, handled bool, err error, wantRouter bool, wantFailed int) {
+		t.Run(name, func(t *testing.T) {
 			ran := false
 			r := bot.NewRouter()
 			r.OnText("", func(context.Context, *bot.Event, string) error { ran = true; return nil })
-			f := newFixture(t, r, WithIntercept(func(context.Context, *bot.Event) (bool, error) { return tt.handled, tt.err }))
-			resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-i", 1, textEvent("01INT", "x", time.Now(), ""))}})
-			if ran != tt.routerRuns || len(resp.BatchItemFailures) != tt.failed {
-				t.Fatalf("router ran %v, failures %d; want %v, %d", ran, len(resp.BatchItemFailures), tt.routerRuns, tt.failed)
+			f := newFixture(t, r, WithIntercept(func(context.Context, *bot.Event) (bool, error) { return handled, err }))
+			if _, resp := runOne(t, f, "01INT"); ran != wantRouter || len(resp.BatchItemFailures) != wantFailed {
+				t.Fatalf("router ran %v, failures %d; want %v, %d", ran, len(resp.BatchItemFailures), wantRouter, wantFailed)
 			}
 		})
 	}
+	check("handled", true, nil, false, 0)
+	check("declined", false, nil, true, 0)
+	check("failed", true, errors.New("reply failed"), false, 1)
 }

@@ -10,26 +10,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/notifierfn"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/quota"
 )
 
-// HeldQueue is the SQS calls the governor makes on the HeldQueue: its
-// depth, and keeping held items past SQS's retention (pkg/held.Refresh).
-type HeldQueue interface {
-	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
-}
-
 // New builds the governor; held may be nil (no HeldQueue). Its cards go
 // out the way the notifier's do (notifierfn.Cards).
-func New(ctx context.Context, cfg config.Quota, held HeldQueue, c compose.Common) (*quota.Governor, error) {
+func New(ctx context.Context, cfg config.Quota, held quota.HeldQueue, c compose.Common) (*quota.Governor, error) {
 	c = c.WithDefaults()
 	cards, line, err := notifierfn.Cards(ctx, notifierfn.Operators{Auth: cfg.Auth, IDs: cfg.Operators, TimeZone: cfg.TimeZone, ChatOps: cfg.ChatOps}, c)
 	if err != nil {
