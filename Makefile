@@ -13,12 +13,12 @@ FUZZTIME  ?= 20s
 TIME_SCALE ?= 30
 
 .PHONY: build test unit lint local deploy bench fuzz cfn-lint clean \
-        build-WebhookFunction build-WorkerFunction build-NotifierFunction
+        build-WebhookFunction build-WorkerFunction build-NotifierFunction build-QuotaFunction
 
 ## build: every Lambda's linux/arm64 bootstrap under .aws-sam/manual/<LogicalId>/
 ## (the same recipe SAM runs), plus bin/linegate
 build:
-	@for f in WebhookFunction WorkerFunction NotifierFunction; do \
+	@for f in WebhookFunction WorkerFunction NotifierFunction QuotaFunction; do \
 	  $(MAKE) --no-print-directory build-$$f ARTIFACTS_DIR=$(abspath $(ARTIFACTS_DIR))/$$f || exit 1; \
 	done
 	$(GO) build -o bin/linegate ./cmd/linegate
@@ -30,6 +30,8 @@ build-WorkerFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/worker
 build-NotifierFunction:
 	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/notifier
+build-QuotaFunction:
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/quota
 
 ## test: vet, every test with the race detector, and cfn-lint on template.yaml
 test: cfn-lint

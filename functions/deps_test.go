@@ -32,33 +32,60 @@ var denied = map[string][]string{
 		module + "pkg/app",
 		module + "pkg/compose/workerfn",
 		module + "pkg/compose/notifierfn",
+		module + "pkg/compose/quotafn",
+		module + "pkg/chatops",
+		module + "pkg/held",
+		module + "pkg/linetoken",
+		module + "pkg/quota",
 	},
+	// The worker links SQS since issue 14 (DESIGN: alerts carry buttons that
+	// act for operators; the worker holds results in the HeldQueue, resends
+	// them and redrives DLQs from an operator's tap).
 	"worker": {
 		module + "internal/",
 		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
-		"github.com/aws/aws-sdk-go-v2/service/sqs",
 		module + "pkg/ingress",
 		module + "pkg/eventbus",
 		module + "pkg/signature",
 		module + "pkg/alert",
 		module + "pkg/compose/webhookfn",
 		module + "pkg/compose/notifierfn",
+		module + "pkg/compose/quotafn",
+		module + "pkg/quota",
 	},
-	"notifier": {
+	// The notifier pushes alert cards: none of the other functions' cores.
+	"notifier": append(pagerDenied(),
+		"github.com/aws/aws-sdk-go-v2/service/sqs",
+		module+"pkg/compose/quotafn",
+		module+"pkg/held",
+	),
+	// The quota governor reads LINE's quota and the HeldQueue's depth and
+	// pushes cards as the notifier does: no DynamoDB, SNS or EventBridge,
+	// and none of the actions of the operator's buttons.
+	"quota": append(pagerDenied(),
+		"github.com/aws/aws-sdk-go-v2/service/cloudwatch",
+		"github.com/aws/aws-sdk-go-v2/service/scheduler",
+	),
+}
+
+// pagerDenied is what neither function that pages the operators (the
+// notifier, the quota governor) may link.
+func pagerDenied() []string {
+	return []string{
 		module + "internal/",
 		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
 		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
 		"github.com/aws/aws-sdk-go-v2/service/sns",
-		"github.com/aws/aws-sdk-go-v2/service/sqs",
 		module + "pkg/ingress",
 		module + "pkg/eventbus",
 		module + "pkg/worker",
 		module + "pkg/bot",
 		module + "pkg/idempotency",
 		module + "pkg/app",
+		module + "pkg/chatops",
 		module + "pkg/compose/webhookfn",
 		module + "pkg/compose/workerfn",
-	},
+	}
 }
 
 // depsCache keeps each function's `go list -deps` answer for the tests of

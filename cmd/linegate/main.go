@@ -7,6 +7,8 @@
 //	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
 //	linegate env-json --stack NAME [--template template.yaml] [--out FILE]
 //	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
+//	linegate doctor      (--endpoint-url URL | --stack NAME)
+//	linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]
 package main
 
 import (
@@ -21,13 +23,15 @@ import (
 // commands maps a subcommand to its entry point. Each returns an error whose
 // text is printed; exit status 2 is for usage errors.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"local":    runLocal,
-	"send":     runSend,
-	"sign":     runSign,
-	"redrive":  runRedrive,
-	"replay":   runReplay,
-	"env-json": runEnvJSON,
-	"bench":    runBench,
+	"local":       runLocal,
+	"send":        runSend,
+	"sign":        runSign,
+	"redrive":     runRedrive,
+	"replay":      runReplay,
+	"env-json":    runEnvJSON,
+	"bench":       runBench,
+	"doctor":      runDoctor,
+	"resend-held": runResendHeld,
 }
 
 func main() {
@@ -73,6 +77,8 @@ commands:
   redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
   replay   replay the bus archive's events of a time window to the bus (EventBridge StartReplay)
   env-json write a sam local invoke --env-vars file pointing the functions at a deployed stack
+  doctor   check a deployment (LINE webhook, redelivery, secrets, quota; DLQs, alarms, ops topic): pass/fail with fixes
+  resend-held  send the results held for LINE's monthly limit, once quota has returned
 
 run 'linegate <command> -h' for a command's flags
 `)

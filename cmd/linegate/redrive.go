@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/busredrive"
 	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/pkg/redrive"
 )
@@ -67,14 +68,14 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *kind == "auto" {
 		*kind = "sqs"
-		if ev, err := redrive.IsEventsDLQ(ctx, q, url); err != nil {
+		if ev, err := busredrive.IsEventsDLQ(ctx, q, url); err != nil {
 			return err
 		} else if ev {
 			*kind = "events"
 		}
 	}
 	if *kind == "events" {
-		res, err := redrive.Events(ctx, q, eventbridge.NewFromConfig(cfg), url, redrive.EventsOptions{Bus: *bus})
+		res, err := busredrive.Events(ctx, q, eventbridge.NewFromConfig(cfg), url, busredrive.EventsOptions{Bus: *bus})
 		fmt.Fprintf(stdout, "redrive %s: %d event(s) put back on the bus and deleted, %d refused, %d skipped, in %s\n",
 			url, res.Put, res.Failed, res.Skipped, res.Duration.Round(time.Millisecond))
 		return err

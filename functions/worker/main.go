@@ -7,10 +7,14 @@ package main
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/pkg/chatops"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/config"
@@ -21,8 +25,13 @@ func main() {
 	compose.Main("worker", config.LoadWorker, func(ctx context.Context, cfg config.Worker, env compose.Env) (any, error) {
 		bot := app.New(app.Config{Probes: cfg.Probes}) // your bot: its handlers, registered on a router
 		p, err := workerfn.New(ctx, cfg, bot, workerfn.Deps{
-			Store:    idempotency.NewDynamoDB(dynamodb.NewFromConfig(env.AWS), cfg.IdempotencyTable),
-			Ops:      sns.NewFromConfig(env.AWS),
+			Store:  idempotency.NewDynamoDB(dynamodb.NewFromConfig(env.AWS), cfg.IdempotencyTable),
+			Ops:    sns.NewFromConfig(env.AWS),
+			Queues: sqs.NewFromConfig(env.AWS),
+			Silencer: chatops.CloudWatchSilencer{
+				Alarms: cloudwatch.NewFromConfig(env.AWS), Schedules: scheduler.NewFromConfig(env.AWS),
+				RoleARN: cfg.ChatOps.SilenceRoleARN, Prefix: cfg.ChatOps.SchedulePrefix,
+			},
 			Function: env.Function,
 			Region:   env.AWS.Region,
 		}, env.Common)

@@ -1,7 +1,13 @@
 // Package linemock is a local LINE Messaging API: an http.Handler that answers
-// the calls linegate makes (reply, push, loading animation, bot info) the way
-// api.line.me does, so the worker and the notifier can be exercised in tests
-// and under `linegate local` without a channel.
+// the calls linegate makes (reply, push, loading animation, bot info, the
+// month's quota and consumption, the webhook endpoint and its test
+// delivery, and the channel access token endpoints) the way api.line.me
+// does, so the worker, the notifier and the quota governor can be exercised
+// in tests and under `linegate local` without a channel.
+//
+// It keeps the month's quota (SetQuota; a push beyond the limit gets LINE's
+// 429 "You have reached your monthly limit.") and issues stateless and v2.1
+// tokens that expire (WithTokenTTL, ExpireTokens), so clients refresh.
 //
 // It keeps LINE's rules that matter for correctness: reply tokens are
 // single-use and expire; a push whose X-Line-Retry-Key was accepted in the
@@ -14,6 +20,7 @@ package linemock
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -204,8 +211,18 @@ type Server struct {
 	botInfo       BotInfo
 	newRequestID  func() string
 
+	channelID     string
+	channelSecret string
+	assertionKeys map[string]*rsa.PublicKey
+	tokenTTL      time.Duration
+	tester        WebhookTester
+
 	mu          sync.Mutex
-	tokens      map[string]struct{} // nil: any non-empty token
+	tokens      map[string]struct{} // nil: any non-empty token (unless tokens are issued)
+	issued      map[string]time.Time
+	issuedCount int
+	quota       Quota
+	channel     Channel
 	replyTokens map[string]*replyToken
 	retryKeys   map[string]acceptedPush
 	faults      map[string][]*Fault
@@ -239,6 +256,9 @@ func New(opts ...Option) *Server {
 		retryKeys:    map[string]acceptedPush{},
 		faults:       map[string][]*Fault{},
 		calls:        map[Call]int{},
+		tokenTTL:     StatelessTokenTTL,
+		quota:        Quota{Limit: -1},
+		channel:      Channel{Active: true, Redelivery: true},
 	}
 	for _, o := range opts {
 		o(s)
@@ -397,15 +417,22 @@ func writeFault(w http.ResponseWriter, f Fault) {
 }
 
 type route struct {
-	method string
+	method string // one method, or several separated by ", "
 	handle func(s *Server, w http.ResponseWriter, r *http.Request, reqID string)
+	public bool // no channel access token needed (the token endpoints)
 }
 
 var routes = map[string]route{
-	PathReply:   {http.MethodPost, decoded(decodeReply, (*Server).handleReply)},
-	PathPush:    {http.MethodPost, decoded(decodePush, (*Server).handlePush)},
-	PathLoading: {http.MethodPost, decoded(decodeLoading, (*Server).handleLoading)},
-	PathBotInfo: {http.MethodGet, (*Server).handleBotInfo},
+	PathReply:            {method: http.MethodPost, handle: decoded(decodeReply, (*Server).handleReply)},
+	PathPush:             {method: http.MethodPost, handle: decoded(decodePush, (*Server).handlePush)},
+	PathLoading:          {method: http.MethodPost, handle: decoded(decodeLoading, (*Server).handleLoading)},
+	PathBotInfo:          {method: http.MethodGet, handle: (*Server).handleBotInfo},
+	PathQuota:            {method: http.MethodGet, handle: (*Server).handleQuota},
+	PathQuotaConsumption: {method: http.MethodGet, handle: (*Server).handleConsumption},
+	PathWebhookEndpoint:  {method: "GET, PUT", handle: (*Server).handleWebhookEndpoint},
+	PathWebhookTest:      {method: http.MethodPost, handle: (*Server).handleWebhookTest},
+	PathTokenStateless:   {method: http.MethodPost, handle: (*Server).handleToken, public: true},
+	PathTokenV21:         {method: http.MethodPost, handle: (*Server).handleToken, public: true},
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request, reqID string) {
@@ -414,9 +441,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, reqID string) {
 		writeJSON(w, http.StatusNotFound, errorBody{Message: "Not found"})
 		return
 	}
-	if r.Method != rt.method {
+	if !slices.Contains(strings.Split(rt.method, ", "), r.Method) {
 		w.Header().Set("Allow", rt.method)
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
+		return
+	}
+	if rt.public {
+		rt.handle(s, w, r, reqID)
 		return
 	}
 	if status, msg, ok := s.authorize(r); !ok {
@@ -438,7 +469,14 @@ func (s *Server) authorize(r *http.Request) (int, string, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tokens == nil {
+	if _, ok := s.issued[token]; ok {
+		// An issued token is valid until it expires, whatever WithTokens says.
+		if s.validIssuedLocked(token) {
+			return 0, "", true
+		}
+		return http.StatusUnauthorized, MsgAuthInvalid, false
+	}
+	if s.tokens == nil && s.channelID == "" && len(s.assertionKeys) == 0 {
 		return 0, "", true
 	}
 	if _, ok := s.tokens[token]; !ok {
@@ -493,6 +531,12 @@ func (s *Server) handlePush(w http.ResponseWriter, req pushRequest, reqID string
 			return
 		}
 	}
+	if s.monthlyLimitReachedLocked() {
+		// LINE processes nothing of a request it answers 429.
+		writeJSON(w, http.StatusTooManyRequests, errorBody{Message: MsgMonthlyLimit})
+		return
+	}
+	s.quota.Used++ // a push counts once per recipient, whatever its message count
 	sent := s.acceptLocked(Record{
 		To: req.to, Via: ViaPush, RetryKey: retryKey, Messages: req.messages,
 		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,

@@ -52,6 +52,9 @@ type alarmState struct {
 	changed time.Time
 	window  []bool // the last EvaluationPeriods data points: breaching or not
 	missing []bool
+	// silencedUntil mutes the alarm's actions (ChatOps' Silence 1 h), as
+	// DisableAlarmActions does: state changes are still tracked.
+	silencedUntil time.Time
 }
 
 func newAlarmEvaluator(r *Runtime) *alarmEvaluator {
@@ -78,14 +81,19 @@ func (e *alarmEvaluator) run(ctx context.Context) {
 	if len(e.alarms) == 0 {
 		return
 	}
-	t := time.NewTicker(e.period())
+	every(ctx, e.period(), e.evaluate)
+}
+
+// every calls f each period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func(context.Context)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.evaluate(ctx)
+			f(ctx)
 		}
 	}
 }
@@ -184,6 +192,10 @@ type alarmChange struct {
 // of the new state's actions.
 func (e *alarmEvaluator) notify(ctx context.Context, c alarmChange) {
 	e.r.out.alarm(c.def.Name, c.old, c.new)
+	if e.silenced(c.def.Name) {
+		e.r.out.line("alarm     %s is silenced: no notification", c.def.Name)
+		return
+	}
 	var topics []string
 	switch c.new {
 	case StateAlarm:
@@ -276,6 +288,8 @@ type alarmView struct {
 	State  string `json:"state"`
 	Reason string `json:"reason"`
 	Since  string `json:"since"`
+	// Silenced is true while ChatOps' Silence 1 h mutes the alarm's actions.
+	Silenced bool `json:"silenced,omitempty"`
 }
 
 func (e *alarmEvaluator) views() []alarmView {
@@ -283,7 +297,8 @@ func (e *alarmEvaluator) views() []alarmView {
 	defer e.mu.Unlock()
 	out := make([]alarmView, 0, len(e.alarms))
 	for _, a := range e.alarms {
-		out = append(out, alarmView{Name: a.def.Name, State: a.state, Reason: a.reason, Since: a.changed.UTC().Format(time.RFC3339Nano)})
+		out = append(out, alarmView{Name: a.def.Name, State: a.state, Reason: a.reason, Since: a.changed.UTC().Format(time.RFC3339Nano),
+			Silenced: time.Now().Before(a.silencedUntil)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -57,7 +57,7 @@ func (l *eventLog) observe(res worker.Result) {
 	}
 	v.ReceiveCount = max(v.ReceiveCount, res.ReceiveCount)
 	// A duplicate of an event already handled does not hide that it was.
-	if res.Outcome == worker.OutcomeDuplicate && v.Outcome == string(worker.OutcomeOK) {
+	if res.Outcome == worker.OutcomeDuplicate && (v.Outcome == string(worker.OutcomeOK) || v.Outcome == string(worker.OutcomeHeld)) {
 		return
 	}
 	if v.Outcome == outcomeDeadLettered {
@@ -245,6 +245,7 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	if r.line != nil {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
 		mux.Handle("/v2/bot/", r.line)
+		r.opsRoutes(mux)
 	} else {
 		mux.HandleFunc("GET /_local/line/messages", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) })
 	}

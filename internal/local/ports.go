@@ -10,6 +10,7 @@ import (
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
@@ -23,9 +24,10 @@ type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller   // event source mappings
-		awswire.SQS // the AWS endpoint: `linegate redrive`, functions under `sam local invoke`
-		queueMaker  // provisioning
+		sqsPoller       // event source mappings
+		awswire.SQS     // the AWS endpoint: `linegate redrive`, `resend-held`, functions under `sam local invoke`
+		queueMaker      // provisioning
+		workerfn.Queues // held results, resends, ChatOps redrive
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning

@@ -29,6 +29,7 @@ import (
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/xraycollector"
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/chatops"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/notifierfn"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
@@ -40,11 +41,15 @@ import (
 
 // Defaults of `linegate local`.
 const (
-	DefaultAddr      = "127.0.0.1:3000"
-	DefaultSecret    = "local-channel-secret"
-	DefaultOperator  = "U0000000000000000000000000000cafe"
-	DefaultToken     = "local-channel-access-token"
-	DefaultBus       = "linegate"
+	DefaultAddr     = "127.0.0.1:3000"
+	DefaultSecret   = "local-channel-secret"
+	DefaultOperator = "U0000000000000000000000000000cafe"
+	DefaultToken    = "local-channel-access-token"
+	DefaultBus      = "linegate"
+	// DefaultChannelID is the local channel's ID: the functions mint
+	// stateless tokens for it from the local LINE API (which expires them
+	// after 15 minutes, compressed by the time scale), so refresh runs here.
+	DefaultChannelID = "1234567890"
 	defaultPollers   = 5
 	maxLocalPollWait = 20 // seconds of SQS long polling, the maximum; a cancelled context ends it
 )
@@ -93,30 +98,32 @@ func TemplateParams(params map[string]string, getenv func(string) string) map[st
 
 // Runtime is a running local pipeline.
 type Runtime struct {
-	cfg       Config
-	top       *template.Topology
-	back      backend
-	ports     cloudPorts
-	mem       *mem.Cloud      // nil with the endpoint backend
-	tables    *awswire.Tables // the AWS endpoint's DynamoDB; nil with the endpoint backend
-	workers   []*workerRun
-	workersMu sync.Mutex
-	res       resources
-	line      *linemock.Server
-	realLINE  bool
-	collector *xraycollector.Collector
-	tracer    *telemetry.Tracer // sends this runtime's segments to collector
-	events    *eventLog
-	alarms    *alarmEvaluator
-	counters  *counters
-	out       *printer
-	log       *slog.Logger
-	srv       *http.Server
-	ln        net.Listener
-	url       string
-	rctx      context.Context // lives until Close; parent of every poller
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	cfg        Config
+	top        *template.Topology
+	back       backend
+	ports      cloudPorts
+	mem        *mem.Cloud      // nil with the endpoint backend
+	tables     *awswire.Tables // the AWS endpoint's DynamoDB; nil with the endpoint backend
+	workers    []*workerRun
+	workersMu  sync.Mutex
+	res        resources
+	line       *linemock.Server
+	realLINE   bool
+	collector  *xraycollector.Collector
+	tracer     *telemetry.Tracer // sends this runtime's segments to collector
+	events     *eventLog
+	alarms     *alarmEvaluator
+	silencer   chatops.Silencer
+	chatOpsKey string
+	counters   *counters
+	out        *printer
+	log        *slog.Logger
+	srv        *http.Server
+	ln         net.Listener
+	url        string
+	rctx       context.Context // lives until Close; parent of every poller
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // URL is the base URL the runtime serves on (http://host:port).
@@ -210,7 +217,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	// LINE: the local Messaging API unless a real token is configured.
 	r.realLINE = r.cfg.Getenv("LINE_CHANNEL_ACCESS_TOKEN") != ""
 	if !r.realLINE {
-		r.line = linemock.New()
+		r.line = r.newLINE()
 	}
 
 	if r.cfg.EndpointURL != "" {
@@ -237,10 +244,13 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	r.res = res
 
 	mux := http.NewServeMux()
+	// The alarm evaluator exists before the functions: the worker's Silence
+	// button mutes its alarms.
+	r.alarms = newAlarmEvaluator(r)
+	r.silencer = r.alarms
 	if err := r.startFunctions(ctx, rctx, mux); err != nil {
 		return err
 	}
-	r.alarms = newAlarmEvaluator(r)
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); r.alarms.run(rctx) }()
 
@@ -297,7 +307,9 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 	} else {
 		env["LINE_CHANNEL_ACCESS_TOKEN"] = DefaultToken
 		env["LINE_API_BASE_URL"] = r.url
+		r.localLINEEnv(env)
 	}
+	r.localOpsEnv(env)
 	env["PROBES_ENABLED"] = orDefault(get("PROBES_ENABLED"), "true")
 	env["OPERATOR_LINE_IDS"] = orDefault(get("OPERATOR_LINE_IDS"), DefaultOperator)
 	if tz := get("OPERATOR_TIMEZONE"); tz != "" {
@@ -350,13 +362,17 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 			if err := r.startNotifier(ctx, rctx, f, env); err != nil {
 				return err
 			}
+		case len(f.ScheduleEvents) > 0:
+			if err := r.startScheduled(ctx, rctx, f, env); err != nil {
+				return err
+			}
 		default:
 			continue
 		}
 		started++
 	}
 	if started == 0 {
-		return errors.New("the template has no function with an Api, SQS or SNS event")
+		return errors.New("the template has no function with an Api, SQS, SNS or Schedule event")
 	}
 	return nil
 }
@@ -409,6 +425,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
 		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
+		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out}, Silencer: r.silencer,
 		Observer: func(res worker.Result) { r.events.observe(res); r.out.record(res) }, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {

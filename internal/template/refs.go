@@ -118,6 +118,11 @@ func init() {
 				return e.arn("logs", "log-group:"+name+":*"), nil
 			},
 		}},
+		// Ref of a secret is its ARN (with Secrets Manager's random suffix,
+		// which the local cloud leaves out).
+		"AWS::SecretsManager::Secret": {service: "secretsmanager", nameProp: "Name", ref: func(e *evaluator, _ *resource, name string) (string, error) {
+			return e.arn("secretsmanager", "secret:"+name), nil
+		}},
 	}
 }
 

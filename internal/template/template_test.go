@@ -490,7 +490,7 @@ func TestErrors(t *testing.T) {
 		{"subscription of another protocol", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: email, Endpoint: ops@example.com}}\n", nil, ErrUnsupported, `Resources.S.Properties.Protocol: unsupported protocol "email"`},
 		{"subscription to a queue elsewhere", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: sqs, Endpoint: arn:aws:sqs:x:1:elsewhere}}\n", nil, ErrSyntax, "Resources.S.Properties.Endpoint"},
 		{"subscription of a topic elsewhere", "Resources:\n  Q: {Type: AWS::SQS::Queue}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: arn:aws:sns:x:1:elsewhere, Protocol: sqs, Endpoint: !GetAtt Q.Arn}}\n", nil, ErrSyntax, "Resources.S.Properties.TopicArn"},
-		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Schedule, Properties: {Schedule: rate(1 minute)}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Schedule"`},
+		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Kinesis, Properties: {Stream: s}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Kinesis"`},
 		{"globals without SAM", "Globals: {Function: {Timeout: 3}}\nResources:\n  A: {Type: AWS::SNS::Topic}\n", nil, ErrSyntax, "Globals"},
 		{"merge key", "Resources:\n  A: &a {Type: AWS::SNS::Topic}\n  B:\n    <<: *a\n", nil, ErrSyntax, "merge keys"},
 		{"alias bomb", aliasBomb(), nil, ErrSyntax, "more than"},

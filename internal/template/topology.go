@@ -108,10 +108,11 @@ type Function struct {
 	MemorySize int
 	// Env holds the resolved environment: values that reference resources are
 	// their local physical names, URLs or ARNs.
-	Env       map[string]string
-	SQSEvents []SQSMapping
-	SNSEvents []SNSMapping
-	APIEvents []APIEvent
+	Env            map[string]string
+	SQSEvents      []SQSMapping
+	SNSEvents      []SNSMapping
+	APIEvents      []APIEvent
+	ScheduleEvents []ScheduleEvent
 	// OnFailureQueue is the logical id of the queue of the on-failure
 	// destination for asynchronous invocations ("" for none).
 	OnFailureQueue string
@@ -134,6 +135,17 @@ type SQSMapping struct {
 	ReportBatchItemFailures bool
 	// MaxConcurrency is ScalingConfig.MaximumConcurrency (0: unlimited).
 	MaxConcurrency int
+}
+
+// ScheduleEvent is a Schedule (EventBridge rule) or ScheduleV2 (EventBridge
+// Scheduler) event of a function. Disabled schedules are left out.
+type ScheduleEvent struct {
+	// Name is the event's key in the function's Events.
+	Name string
+	// Expression is "rate(N unit)" or "cron(...)".
+	Expression string
+	// Every is the period of a rate expression (0 for cron).
+	Every time.Duration
 }
 
 // SNSMapping is an SNS subscription of a function.
@@ -642,6 +654,22 @@ func (e *evaluator) function(r *resource, name string, p reader, ix index) (Func
 				props.fail("Topic", "%q is not a topic of this template", topic)
 			}
 			fn.SNSEvents = append(fn.SNSEvents, m)
+		case "Schedule", "ScheduleV2":
+			if props.has("Enabled") && !props.bool("Enabled") {
+				continue
+			}
+			if st := props.str("State"); st == "DISABLED" {
+				continue
+			}
+			expr := props.str("Schedule")
+			if typ == "ScheduleV2" {
+				expr = props.str("ScheduleExpression")
+			}
+			every, err := RateOf(expr)
+			if err != nil {
+				props.fail("Schedule", "%v", err)
+			}
+			fn.ScheduleEvents = append(fn.ScheduleEvents, ScheduleEvent{Name: evName, Expression: expr, Every: every})
 		case "Api", "HttpApi":
 			api := props.str("RestApiId")
 			if typ == "HttpApi" {
@@ -738,4 +766,27 @@ func alarm(r *resource, name string, p reader, ix index) Alarm {
 	a.AlarmActions = actions("AlarmActions")
 	a.OKActions = actions("OKActions")
 	return a
+}
+
+// RateOf returns the period of a schedule expression: "rate(15 minutes)"
+// is 15 minutes; a cron(...) expression has no fixed period and gives 0.
+func RateOf(expr string) (time.Duration, error) {
+	if strings.HasPrefix(expr, "cron(") && strings.HasSuffix(expr, ")") {
+		return 0, nil
+	}
+	inner, ok := strings.CutPrefix(expr, "rate(")
+	if !ok || !strings.HasSuffix(inner, ")") {
+		return 0, fmt.Errorf("schedule %q is neither rate(...) nor cron(...)", expr)
+	}
+	n, unit, _ := strings.Cut(strings.TrimSuffix(inner, ")"), " ")
+	v, err := strconv.Atoi(n)
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("schedule %q: the rate must be a positive integer", expr)
+	}
+	per := map[string]time.Duration{"minute": time.Minute, "minutes": time.Minute, "hour": time.Hour, "hours": time.Hour,
+		"day": 24 * time.Hour, "days": 24 * time.Hour}[unit]
+	if per == 0 {
+		return 0, fmt.Errorf("schedule %q: the unit must be minute(s), hour(s) or day(s)", expr)
+	}
+	return time.Duration(v) * per, nil
 }

@@ -47,7 +47,7 @@ func coalesce(in []inbound) []*group {
 			g = &group{msg: x.msg}
 			byKey[key] = g
 			groups = append(groups, g)
-		} else if x.msg.alarm != nil && !x.msg.when.Before(g.msg.when) {
+		} else if x.msg.crash == nil && !x.msg.when.Before(g.msg.when) {
 			g.msg = x.msg
 		}
 		seen[x.msg.id] = g
@@ -70,8 +70,11 @@ func coalesce(in []inbound) []*group {
 
 // groupKey is what members of one group share.
 func groupKey(m opsMessage) string {
-	if m.alarm != nil {
+	switch {
+	case m.alarm != nil:
 		return "alarm\x00" + m.alarm.AlarmName
+	case m.held != nil:
+		return "held"
 	}
 	return "crash\x00" + crashSignature(m)
 }

@@ -33,6 +33,8 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/postback"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -86,6 +88,21 @@ type Notifier struct {
 	log       *slog.Logger
 	metrics   telemetry.Recorder
 	flexLimit int // bytes of JSON per Flex message; a variable only for tests
+	signer    *postback.Signer
+	buttonTTL time.Duration
+	dlqs      []string
+}
+
+// KindHeld is the linegate-kind attribute value of the worker's notice
+// that pushed results are held (pkg/held.KindHeld).
+const KindHeld = "held-results"
+
+// WithButtons puts signed postback buttons on the cards (ChatOps): on an
+// ALARM card Silence 1 h and Acknowledge, plus Redrive when the alarm
+// watches one of dlqs; on a held-results card Resend held. Each button's
+// data is signed with signer and valid for ttl.
+func WithButtons(signer *postback.Signer, ttl time.Duration, dlqs []string) Option {
+	return func(n *Notifier) { n.signer, n.buttonTTL, n.dlqs = signer, ttl, dlqs }
 }
 
 // Option configures a Notifier.
@@ -261,6 +278,7 @@ func (n *Notifier) skip(ctx context.Context, i int, id string, err error) {
 // behind cards some push failed for, and the push failures joined.
 func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[string]bool, error) {
 	var msgs []rendered
+	heldOnly := true
 	for _, g := range coalesce(in) {
 		m, fallback := n.render(g)
 		if fallback {
@@ -268,11 +286,13 @@ func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[
 			n.log.WarnContext(ctx, "alert: card too large, sending plain text",
 				"messageId", g.msg.id, "kind", g.msg.kind())
 		}
-		if g.msg.alarm != nil {
+		switch {
+		case g.msg.alarm != nil:
 			n.metrics.Count(MetricAlarms, 1)
-		} else {
+		case g.msg.crash != nil:
 			n.metrics.Count(MetricCrashes, 1)
 		}
+		heldOnly = heldOnly && g.msg.held != nil
 		msgs = append(msgs, rendered{id: strings.Join(g.ids, "\x00"), records: g.records, msg: m})
 	}
 	if len(msgs) == 0 {
@@ -281,7 +301,16 @@ func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[
 		}
 		return nil, nil
 	}
+	return n.send(ctx, msgs, heldOnly, records)
+}
 
+// send pushes msgs to every operator, at most MaxMessagesPerPush per push,
+// each push with a retry key derived from the operator and its messages. It
+// returns the records behind the messages of failed pushes, and the failures
+// joined. heldOnly says the messages are held notices, which LINE cannot
+// carry when the quota is spent (the AlertEmail subscription does): such a
+// refusal is not an error to retry.
+func (n *Notifier) send(ctx context.Context, msgs []rendered, heldOnly bool, records int) (map[string]bool, error) {
 	failed := map[string]bool{}
 	var errs []error
 	pushes := 0
@@ -296,6 +325,13 @@ func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[
 			began := time.Now()
 			err := n.push.Push(ctx, op, key, batch...)
 			n.metrics.Duration(MetricPushDuration, time.Since(began))
+			if err != nil && heldOnly && errors.Is(err, lineapi.ErrMonthlyLimit) {
+				// LINE cannot carry the held notice while the quota is spent:
+				// the AlertEmail subscription does; a retry would fail alike.
+				n.metrics.Count(MetricPushErrors, 1)
+				n.log.WarnContext(ctx, "alert: held notice not pushed: LINE's monthly limit; email carries it", "operator", op)
+				continue
+			}
 			if err != nil {
 				n.metrics.Count(MetricPushErrors, 1)
 				n.log.ErrorContext(ctx, "alert: push failed",

@@ -31,14 +31,21 @@ type opsMessage struct {
 	id       string // SNS MessageId, or a hash of the body when there is none
 	alarm    *events.CloudWatchAlarmSNSPayload
 	crash    *crash.Report
+	held     *heldNotice
 	when     time.Time // state change or crash time
 	region   string    // from the alarm ARN or the crash report; may be empty
 	topicReg string    // from the topic ARN; may be empty
 }
 
+// heldNotice is the worker's notice that results are held (pkg/held).
+type heldNotice struct{ text string }
+
 func (m opsMessage) kind() string {
-	if m.alarm != nil {
+	switch {
+	case m.alarm != nil:
 		return "alarm"
+	case m.held != nil:
+		return "held"
 	}
 	return "crash"
 }
@@ -65,6 +72,10 @@ func parseRecord(rec events.SNSEventRecord) (opsMessage, error) {
 		m.crash = &r
 		m.when = r.Time
 		m.region = r.Region
+		return m, nil
+	case tagged && kind == KindHeld:
+		m.held = &heldNotice{text: rec.SNS.Message}
+		m.when = rec.SNS.Timestamp
 		return m, nil
 	case tagged:
 		return opsMessage{}, fmt.Errorf("%w: unknown %s %q", errMalformed, crash.AttributeKind, truncateRunes(kind, 40))

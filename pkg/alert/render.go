@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/crash"
+	"github.com/linegate/linegate/pkg/postback"
 )
 
 // Header colours by alarm state.
@@ -20,6 +22,7 @@ const (
 	colorOK           = "#1E8E3E"
 	colorInsufficient = "#80868B"
 	colorCrash        = colorAlarm
+	colorHeld         = "#E37400"
 	colorLabel        = "#80868B"
 	colorValue        = "#202124"
 )
@@ -36,10 +39,15 @@ type card struct {
 	stack     []string
 	linkLabel string
 	link      string
+	buttons   []button // signed postback actions (ChatOps)
 	alt       string
 }
 
 type field struct{ label, value string }
+
+// button is a postback action on a card: what the operator taps, and the
+// data the stack signed for it.
+type button struct{ label, data string }
 
 // render lays one group of ops messages out as a Flex message, or as a text
 // message when the Flex JSON would exceed the size limit (fallback reports
@@ -47,12 +55,20 @@ type field struct{ label, value string }
 func (n *Notifier) render(g *group) (msg messaging_api.MessageInterface, fallback bool) {
 	m := g.msg
 	var c card
-	if m.alarm != nil {
+	switch {
+	case m.alarm != nil:
 		c = n.alarmCard(m)
-	} else {
+	case m.held != nil:
+		c = n.heldCard(m)
+	default:
 		c = n.crashCard(m)
 	}
-	c = n.withCount(c, g)
+	return n.lay(n.withCount(c, g))
+}
+
+// lay renders a card as Flex, or as text when the Flex JSON would exceed
+// the size limit (fallback reports that).
+func (n *Notifier) lay(c card) (msg messaging_api.MessageInterface, fallback bool) {
 	fm := flexMessage(c)
 	if b, err := json.Marshal(fm); err == nil && len(b) <= n.flexLimit {
 		return fm, false
@@ -88,8 +104,56 @@ func (n *Notifier) alarmCard(m opsMessage) card {
 		c.link = alarmURL(region, a.AlarmName)
 		c.linkLabel = "Open alarm"
 	}
+	if state == "ALARM" {
+		if q := dimension(a.Trigger, "QueueName"); q != "" && slices.Contains(n.dlqs, q) {
+			c.buttons = n.sign(c.buttons, "Redrive", postback.Redrive, q)
+		}
+		c.buttons = n.sign(c.buttons, "Silence 1 h", postback.Silence, a.AlarmName)
+		c.buttons = n.sign(c.buttons, "Acknowledge", postback.Ack, a.AlarmName)
+	}
 	c.alt = truncateUTF16(oneLine(fmt.Sprintf("[%s] %s: %s", state, a.AlarmName, change)), MaxAltText)
 	return c
+}
+
+// heldCard tells the operator that pushed results are held for the monthly
+// limit, with the button that sends them once quota returns.
+func (n *Notifier) heldCard(m opsMessage) card {
+	c := card{
+		badge:    "HELD",
+		color:    colorHeld,
+		title:    "Results held: monthly limit",
+		headline: "LINE refused a push: the month's message quota is spent.",
+		detail:   truncateUTF16(strings.TrimSpace(m.held.text), maxReason),
+		alt:      "[HELD] LINE's monthly message limit is reached; pushed results are held",
+	}
+	if !m.when.IsZero() {
+		c.rows = append(c.rows, field{"Time", n.formatTime(m.when)})
+	}
+	c.buttons = n.sign(c.buttons, "Resend held", postback.ResendHeld, "held")
+	return c
+}
+
+// sign adds a button whose data the stack signed; without a signer (no
+// CHATOPS_KEY) or when the data would not fit, the card goes without it.
+func (n *Notifier) sign(bs []button, label, action, target string) []button {
+	if n.signer == nil {
+		return bs
+	}
+	data, err := n.signer.Sign(action, target, n.buttonTTL)
+	if err != nil {
+		return bs
+	}
+	return append(bs, button{label: truncateRunes(label, MaxLabel), data: data})
+}
+
+// dimension returns the value of the alarm metric's dimension name.
+func dimension(t events.CloudWatchAlarmTrigger, name string) string {
+	for _, d := range t.Dimensions {
+		if d.Name == name {
+			return d.Value
+		}
+	}
+	return ""
 }
 
 func (n *Notifier) crashCard(m opsMessage) card {
@@ -303,16 +367,25 @@ func flexMessage(c card) *messaging_api.FlexMessage {
 		Header: header,
 		Body:   &messaging_api.FlexBox{Layout: messaging_api.FlexBoxLAYOUT_VERTICAL, Spacing: "sm", Contents: body},
 	}
+	var footer []messaging_api.FlexComponentInterface
+	for _, b := range c.buttons {
+		footer = append(footer, &messaging_api.FlexButton{
+			Style:  messaging_api.FlexButtonSTYLE_SECONDARY,
+			Height: messaging_api.FlexButtonHEIGHT_SM,
+			Action: &messaging_api.PostbackAction{Label: b.label, Data: b.data, DisplayText: b.label},
+		})
+	}
 	if c.link != "" {
-		bubble.Footer = &messaging_api.FlexBox{
-			Layout: messaging_api.FlexBoxLAYOUT_VERTICAL,
-			Contents: []messaging_api.FlexComponentInterface{
-				&messaging_api.FlexButton{
-					Style:  messaging_api.FlexButtonSTYLE_LINK,
-					Height: messaging_api.FlexButtonHEIGHT_SM,
-					Action: &messaging_api.UriAction{Label: truncateRunes(c.linkLabel, MaxLabel), Uri: c.link},
-				},
-			},
+		footer = append(footer, &messaging_api.FlexButton{
+			Style:  messaging_api.FlexButtonSTYLE_LINK,
+			Height: messaging_api.FlexButtonHEIGHT_SM,
+			Action: &messaging_api.UriAction{Label: truncateRunes(c.linkLabel, MaxLabel), Uri: c.link},
+		})
+	}
+	if len(footer) > 0 {
+		bubble.Footer = &messaging_api.FlexBox{Layout: messaging_api.FlexBoxLAYOUT_VERTICAL, Contents: footer}
+		if len(c.buttons) > 0 {
+			bubble.Footer.Spacing = "sm"
 		}
 	}
 	return &messaging_api.FlexMessage{

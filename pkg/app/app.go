@@ -12,7 +12,9 @@
 //   - follow: a greeting;
 //   - other postbacks: says which choice was made;
 //   - with probes enabled: "probe:panic" panics (the operator gets a crash
-//     card) and "probe:fail" fails every time (retries, DLQ, alarm).
+//     card), "probe:fail" fails every time (retries, DLQ, alarm), and
+//     "probe:push TEXT" pushes TEXT instead of replying (it counts against
+//     the month's quota; with the quota spent the push is held).
 package app
 
 import (
@@ -77,6 +79,13 @@ func New(cfg Config) *bot.Router {
 		})
 		r.OnText("probe:fail", func(context.Context, *bot.Event, string) error {
 			return ErrProbe
+		})
+		r.OnText("probe:push", func(ctx context.Context, e *bot.Event, text string) error {
+			what := strings.TrimSpace(strings.TrimPrefix(text, "probe:push"))
+			if what == "" {
+				what = "probe:push"
+			}
+			return e.PushText(ctx, e.Source.ChatID(), what)
 		})
 	}
 	return r

@@ -240,3 +240,45 @@ func mustParse(t *testing.T, raw string, m Messenger) *Event {
 	}
 	return ev
 }
+
+// Seven messages go as one reply of five (free, while the token is fresh)
+// and one push of two: packed five to a request, each with its own index.
+func TestMessagesPackedFiveToARequest(t *testing.T) {
+	m := &countingMessenger{}
+	ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01Z","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`, m)
+	ctx := context.Background()
+	if err := ev.ReplyText(ctx, "1", "2", "3", "4", "5", "6", "7"); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.sends) != 2 || m.sends[0].n != 5 || m.sends[0].tg.ReplyToken != "rt" || m.sends[1].n != 2 ||
+		m.sends[1].tg.ReplyToken != "" || m.sends[1].tg.Index != 1 {
+		t.Fatalf("sends %+v, want a reply of 5 then a push of 2", m.sends)
+	}
+	if err := ev.PushText(ctx, "U2", "a", "b", "c", "d", "e", "f"); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.pushes) != 2 || m.pushes[0] != 5 || m.pushes[1] != 1 {
+		t.Fatalf("pushes %v, want 5 then 1", m.pushes)
+	}
+}
+
+type countingMessenger struct {
+	sends []struct {
+		tg lineapi.Target
+		n  int
+	}
+	pushes []int
+}
+
+func (f *countingMessenger) Send(_ context.Context, tg lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error) {
+	f.sends = append(f.sends, struct {
+		tg lineapi.Target
+		n  int
+	}{tg, len(msgs)})
+	return lineapi.ViaReply, nil
+}
+func (f *countingMessenger) Push(_ context.Context, _, _ string, msgs ...messaging_api.MessageInterface) error {
+	f.pushes = append(f.pushes, len(msgs))
+	return nil
+}
+func (f *countingMessenger) ShowLoading(context.Context, string, int) error { return nil }

@@ -190,43 +190,74 @@ func (e *Event) PostbackData() (string, bool) {
 // it is fresh, otherwise (or when LINE refuses the token) with a push whose
 // retry key is derived from the webhookEventId and how many sends this event
 // made before, so a retried record never sends the same message twice.
+// Replies are free and pushes count against the month's quota, so messages
+// are packed five to a request: more than five go as one reply (while the
+// token is fresh) and then pushes of up to five each.
 func (e *Event) Reply(ctx context.Context, msgs ...messaging_api.MessageInterface) error {
 	if err := e.canSend(); err != nil {
 		return err
 	}
-	idx := int(e.sends.Add(1) - 1)
-	_, err := e.messenger.Send(ctx, lineapi.Target{
-		ReplyToken: e.ReplyToken, EventTime: e.Timestamp, To: e.Source.ChatID(),
-		WebhookEventID: e.WebhookEventID, Index: idx,
-	}, msgs...)
-	if err != nil {
-		return fmt.Errorf("reply: %w", err)
+	for _, pack := range packs(msgs) {
+		idx := int(e.sends.Add(1) - 1)
+		_, err := e.messenger.Send(ctx, lineapi.Target{
+			ReplyToken: e.ReplyToken, EventTime: e.Timestamp, To: e.Source.ChatID(),
+			WebhookEventID: e.WebhookEventID, Index: idx,
+		}, pack...)
+		if err != nil {
+			return fmt.Errorf("reply: %w", err)
+		}
+		// A reply token is single use: later sends of this event must push.
+		e.ReplyToken = ""
 	}
-	// A reply token is single use: later sends of this event must push.
-	e.ReplyToken = ""
 	return nil
+}
+
+// packs splits msgs into requests of at most lineapi.MaxMessages (one
+// empty pack for no messages, which the client refuses).
+func packs(msgs []messaging_api.MessageInterface) [][]messaging_api.MessageInterface {
+	if len(msgs) <= lineapi.MaxMessages {
+		return [][]messaging_api.MessageInterface{msgs}
+	}
+	var out [][]messaging_api.MessageInterface
+	for i := 0; i < len(msgs); i += lineapi.MaxMessages {
+		out = append(out, msgs[i:min(i+lineapi.MaxMessages, len(msgs))])
+	}
+	return out
 }
 
 // ReplyText is Reply with text messages.
 func (e *Event) ReplyText(ctx context.Context, texts ...string) error {
+	return e.Reply(ctx, textMessages(texts)...)
+}
+
+func textMessages(texts []string) []messaging_api.MessageInterface {
 	msgs := make([]messaging_api.MessageInterface, len(texts))
 	for i, t := range texts {
 		msgs[i] = messaging_api.TextMessage{Text: t}
 	}
-	return e.Reply(ctx, msgs...)
+	return msgs
 }
 
 // Push sends to any user, group or room, with a retry key derived from this
-// event, so a retried record does not send twice.
+// event, so a retried record does not send twice. Up to five messages go in
+// one push (a push counts once against the quota whatever it carries);
+// more are packed five to a push.
 func (e *Event) Push(ctx context.Context, to string, msgs ...messaging_api.MessageInterface) error {
 	if err := e.canSend(); err != nil {
 		return err
 	}
-	idx := int(e.sends.Add(1) - 1)
-	if err := e.messenger.Push(ctx, to, lineapi.RetryKey(e.WebhookEventID, idx), msgs...); err != nil {
-		return fmt.Errorf("push: %w", err)
+	for _, pack := range packs(msgs) {
+		idx := int(e.sends.Add(1) - 1)
+		if err := e.messenger.Push(ctx, to, lineapi.RetryKey(e.WebhookEventID, idx), pack...); err != nil {
+			return fmt.Errorf("push: %w", err)
+		}
 	}
 	return nil
+}
+
+// PushText is Push with text messages.
+func (e *Event) PushText(ctx context.Context, to string, texts ...string) error {
+	return e.Push(ctx, to, textMessages(texts)...)
 }
 
 // ShowLoading shows the loading animation in a one-to-one chat for up to

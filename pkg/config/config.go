@@ -144,8 +144,11 @@ func (r *reader) localOnly(s Secret, name string) {
 
 // Worker configures functions/worker.
 type Worker struct {
-	AccessToken      Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN
-	APIBaseURL       string        // LINE_API_BASE_URL, default https://api.line.me
+	Auth             LineAuth      // the channel access token: LINE_TOKEN_MODE and its credentials
+	AccessToken      Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (Auth.AccessToken)
+	APIBaseURL       string        // LINE_API_BASE_URL, default https://api.line.me (Auth.APIBaseURL)
+	HeldQueueURL     string        // HELD_QUEUE_URL: where pushes refused for the monthly limit are held; optional
+	ChatOps          ChatOps       // operator actions from alert cards
 	IdempotencyTable string        // IDEMPOTENCY_TABLE
 	OpsTopicARN      string        // OPS_TOPIC_ARN (crash reports); optional
 	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
@@ -160,8 +163,9 @@ type Worker struct {
 func LoadWorker(env Getenv) (Worker, error) {
 	r := reader{env: env}
 	c := Worker{
-		AccessToken:      r.secret("LINE_CHANNEL_ACCESS_TOKEN"),
-		APIBaseURL:       r.str("LINE_API_BASE_URL", "https://api.line.me"),
+		Auth:             r.lineAuth(),
+		HeldQueueURL:     r.str("HELD_QUEUE_URL", ""),
+		ChatOps:          r.chatOps(),
 		IdempotencyTable: r.required("IDEMPOTENCY_TABLE", "the DynamoDB table that makes effects happen once"),
 		OpsTopicARN:      r.str("OPS_TOPIC_ARN", ""),
 		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
@@ -171,14 +175,16 @@ func LoadWorker(env Getenv) (Worker, error) {
 		Probes:           r.bool("PROBES_ENABLED", false),
 		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
 	}
-	r.lineAPI(c.AccessToken, c.APIBaseURL)
+	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	return c, r.err()
 }
 
 // Notifier configures functions/notifier.
 type Notifier struct {
-	AccessToken Secret   // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN
-	APIBaseURL  string   // LINE_API_BASE_URL
+	Auth        LineAuth // the channel access token: LINE_TOKEN_MODE and its credentials
+	AccessToken Secret   // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (Auth.AccessToken)
+	APIBaseURL  string   // LINE_API_BASE_URL (Auth.APIBaseURL)
+	ChatOps     ChatOps  // the key that signs the cards' buttons
 	Operators   []string // OPERATOR_LINE_IDS, comma-separated user or group IDs
 	TimeZone    string   // OPERATOR_TIMEZONE, default Asia/Tokyo
 	Metrics     string   // METRICS_NAMESPACE
@@ -188,35 +194,89 @@ type Notifier struct {
 func LoadNotifier(env Getenv) (Notifier, error) {
 	r := reader{env: env}
 	c := Notifier{
-		AccessToken: r.secret("LINE_CHANNEL_ACCESS_TOKEN"),
-		APIBaseURL:  r.str("LINE_API_BASE_URL", "https://api.line.me"),
-		TimeZone:    r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
-		Metrics:     r.str("METRICS_NAMESPACE", "linegate"),
+		Auth:     r.lineAuth(),
+		ChatOps:  r.chatOps(),
+		TimeZone: r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
+		Metrics:  r.str("METRICS_NAMESPACE", "linegate"),
 	}
-	for _, id := range strings.Split(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"), ",") {
-		if id = strings.TrimSpace(id); id == "" {
-			continue
-		}
-		if !lineID.MatchString(id) {
-			r.problem("OPERATOR_LINE_IDS: %q is not a LINE user, group or room ID (U, C or R followed by 32 lowercase hex digits; see README 'Operators')", id)
-		}
-		c.Operators = append(c.Operators, id)
-	}
-	r.lineAPI(c.AccessToken, c.APIBaseURL)
+	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"))
+	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
 	}
 	return c, r.err()
 }
 
-// lineAPI checks what every LINE-calling function needs: an access token
-// from SSM (or a plain one locally) and an http(s) API base URL.
-func (r *reader) lineAPI(token Secret, baseURL string) {
-	if !token.IsSet() {
-		r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
+// Channel access token modes (LINE_TOKEN_MODE, the ChannelAccessTokenMode
+// template parameter).
+const (
+	TokenLongLived = "long-lived" // the long-lived token in SSM, re-read on a 401
+	TokenStateless = "stateless"  // minted from LINE_CHANNEL_ID and the channel secret, 15 minutes
+	TokenV21       = "v2.1"       // minted with a JWT signed by the assertion signing key
+)
+
+// LineAuth is how a LINE-calling function gets its channel access token.
+type LineAuth struct {
+	Mode          string        // LINE_TOKEN_MODE: long-lived (default), stateless or v2.1
+	AccessToken   Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (long-lived)
+	ChannelID     string        // LINE_CHANNEL_ID (stateless, v2.1)
+	ChannelSecret Secret        // LINE_CHANNEL_SECRET_PARAM / LINE_CHANNEL_SECRET (stateless)
+	AssertionKey  Secret        // LINE_ASSERTION_KEY_PARAM / LINE_ASSERTION_KEY: the private JWK with its kid (v2.1)
+	TokenLife     time.Duration // LINE_TOKEN_LIFE_MINUTES, default 15: the lifetime asked of a v2.1 token
+	APIBaseURL    string        // LINE_API_BASE_URL, default https://api.line.me
+}
+
+// operators splits and checks OPERATOR_LINE_IDS.
+func (r *reader) operators(list string) []string {
+	var out []string
+	for _, id := range strings.Split(list, ",") {
+		if id = strings.TrimSpace(id); id == "" {
+			continue
+		}
+		if !lineID.MatchString(id) {
+			r.problem("OPERATOR_LINE_IDS: %q is not a LINE user, group or room ID (U, C or R followed by 32 lowercase hex digits; see README 'Operators')", id)
+		}
+		out = append(out, id)
 	}
-	r.localOnly(token, "LINE_CHANNEL_ACCESS_TOKEN")
-	r.url("LINE_API_BASE_URL", baseURL)
+	return out
+}
+
+// lineAuth reads and checks what every LINE-calling function needs: the
+// credentials of its token mode (from SSM, or plain values locally) and an
+// http(s) API base URL.
+func (r *reader) lineAuth() LineAuth {
+	a := LineAuth{
+		Mode:          r.str("LINE_TOKEN_MODE", TokenLongLived),
+		AccessToken:   r.secret("LINE_CHANNEL_ACCESS_TOKEN"),
+		ChannelID:     r.str("LINE_CHANNEL_ID", ""),
+		ChannelSecret: r.secret("LINE_CHANNEL_SECRET"),
+		AssertionKey:  r.secret("LINE_ASSERTION_KEY"),
+		TokenLife:     time.Duration(r.int("LINE_TOKEN_LIFE_MINUTES", 15, 5, 30*24*60)) * time.Minute,
+		APIBaseURL:    r.str("LINE_API_BASE_URL", "https://api.line.me"),
+	}
+	switch a.Mode {
+	case TokenLongLived:
+		if !a.AccessToken.IsSet() {
+			r.problem("LINE_CHANNEL_ACCESS_TOKEN_PARAM is not set: name the SSM SecureString holding the channel access token (or set LINE_CHANNEL_ACCESS_TOKEN for a local run)")
+		}
+		r.localOnly(a.AccessToken, "LINE_CHANNEL_ACCESS_TOKEN")
+	case TokenStateless, TokenV21:
+		if a.ChannelID == "" {
+			r.problem("LINE_CHANNEL_ID is not set: LINE_TOKEN_MODE=%s mints tokens for the channel ID (LINE Developers console, Basic settings)", a.Mode)
+		}
+		cred, name := a.ChannelSecret, "LINE_CHANNEL_SECRET"
+		if a.Mode == TokenV21 {
+			cred, name = a.AssertionKey, "LINE_ASSERTION_KEY"
+		}
+		if !cred.IsSet() {
+			r.problem("%s_PARAM is not set: LINE_TOKEN_MODE=%s needs it to mint tokens (see README 'Channel access tokens')", name, a.Mode)
+		}
+		r.localOnly(cred, name)
+	default:
+		r.problem("LINE_TOKEN_MODE must be %s, %s or %s, got %q", TokenLongLived, TokenStateless, TokenV21, a.Mode)
+	}
+	r.url("LINE_API_BASE_URL", a.APIBaseURL)
+	return a
 }
 
 func (r *reader) url(name, v string) {

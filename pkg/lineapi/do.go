@@ -23,12 +23,28 @@ var (
 	// ErrRateLimited: LINE answered 429 (rate limit, or the monthly message
 	// quota) on the last attempt.
 	ErrRateLimited = errors.New("lineapi: rate limited")
+	// ErrMonthlyLimit: LINE refused a push because the month's message quota
+	// is spent (429 "You have reached your monthly limit."). It also matches
+	// ErrRateLimited. It is never retried within a call: the push is held
+	// (pkg/held) and sent again when quota returns.
+	ErrMonthlyLimit = errors.New("lineapi: monthly message limit reached")
 	// ErrUnauthorized: the channel access token is missing or not accepted.
 	ErrUnauthorized = errors.New("lineapi: unauthorized")
 	// ErrInvalidRequest: the call was refused before reaching LINE (no
-	// recipient, no messages, more than 5, bad retry key).
-	ErrInvalidRequest = errors.New("lineapi: invalid request")
+	// recipient, no messages, more than 5, bad retry key). It is permanent:
+	// the same call can never succeed.
+	ErrInvalidRequest error = permanentError("lineapi: invalid request")
 )
+
+// permanentError is a sentinel that can never succeed on a retry: it
+// satisfies the contract shared with the worker (an error is permanent when
+// errors.As finds a value whose Permanent method returns true).
+type permanentError string
+
+func (e permanentError) Error() string { return string(e) }
+
+// Permanent reports true: retrying cannot help.
+func (permanentError) Permanent() bool { return true }
 
 // Headers LINE answers with.
 const (
@@ -60,7 +76,10 @@ type APIError struct {
 	Details []ErrorDetail
 
 	retryAfter time.Duration
-	kind       error
+	kinds      []error
+	// refreshed: the token was refreshed (or could not be) before this 401,
+	// so another attempt with it cannot succeed.
+	refreshed bool
 }
 
 // ErrorDetail is one entry of LINE's error details.
@@ -82,8 +101,30 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel the error matches, if any.
-func (e *APIError) Unwrap() error { return e.kind }
+// Unwrap returns the sentinels the error matches, if any.
+func (e *APIError) Unwrap() []error { return e.kinds }
+
+// Permanent reports whether the same request can never succeed: a 4xx
+// answer other than 429 (rate or monthly limit: retried or held), 409 (a
+// repeated retry key: success) and a 401 that a token refresh may still cure.
+// The worker dead-letters a permanent failure at once instead of retrying it.
+func (e *APIError) Permanent() bool {
+	switch {
+	case e.Status < 400 || e.Status >= 500:
+		return false
+	case e.Status == http.StatusTooManyRequests, e.Status == http.StatusConflict:
+		return false
+	case e.Status == http.StatusUnauthorized:
+		return e.refreshed
+	}
+	return true
+}
+
+// MonthlyLimit reports whether e is LINE's refusal of a push for the spent
+// monthly quota: status 429 with LINE's documented message.
+func (e *APIError) MonthlyLimit() bool {
+	return e.Status == http.StatusTooManyRequests && e.Message == msgMonthlyLimit
+}
 
 // callResult is what do learned across attempts.
 type callResult struct {
@@ -101,17 +142,40 @@ type sdkCall func(api *messaging_api.MessagingApiAPI) (*http.Response, error)
 // error.
 func (c *Client) do(ctx context.Context, op string, idempotent bool, call sdkCall) (callResult, error) {
 	var res callResult
-	if c.token == "" {
+	token, err := c.tokens.Token(ctx)
+	if err != nil {
+		return res, fmt.Errorf("lineapi: %s: %w: %w", op, ErrUnauthorized, err)
+	}
+	if token == "" {
 		return res, fmt.Errorf("lineapi: %s: %w: empty channel access token", op, ErrUnauthorized)
 	}
+	refreshed := false
 	var last error
 	for attempt := 1; ; attempt++ {
-		reqID, err := c.once(ctx, call)
+		reqID, err := c.once(ctx, token, call)
 		res.requestID = reqID
 		if err == nil {
 			return res, nil
 		}
 		last = err
+		if apiErr, ok := errors.AsType[*APIError](err); ok && apiErr.Status == http.StatusUnauthorized {
+			// One refresh per call: a token that expired or was rotated
+			// mid-flight is replaced; a second 401 is the credentials' fault.
+			if refreshed || !c.tokens.CanRefresh() {
+				apiErr.refreshed = true
+				return res, c.fail(ctx, op, attempt, last)
+			}
+			refreshed = true
+			fresh, rerr := c.tokens.Refresh(ctx, token)
+			if rerr != nil {
+				apiErr.refreshed = true
+				return res, c.fail(ctx, op, attempt, errors.Join(last, fmt.Errorf("refresh token: %w", rerr)))
+			}
+			c.metrics.Count(MetricRetries, 1)
+			c.log.InfoContext(ctx, "line api answered 401; token refreshed, retrying once", "op", op, "attempt", attempt)
+			token = fresh
+			continue
+		}
 		retry, wait := c.classify(err, attempt)
 		if isAmbiguous(err) {
 			res.ambiguous = true
@@ -143,8 +207,8 @@ func (c *Client) fail(ctx context.Context, op string, attempts int, err error) e
 }
 
 // once makes one attempt with a fresh SDK client bound to ctx.
-func (c *Client) once(ctx context.Context, call sdkCall) (string, error) {
-	api, err := messaging_api.NewMessagingApiAPI(c.token,
+func (c *Client) once(ctx context.Context, token string, call sdkCall) (string, error) {
+	api, err := messaging_api.NewMessagingApiAPI(token,
 		messaging_api.WithEndpoint(c.baseURL), messaging_api.WithHTTPClient(c.httpClient))
 	if err != nil {
 		return "", fmt.Errorf("%w: building SDK client: %w", ErrInvalidRequest, err)
@@ -191,11 +255,13 @@ func newAPIError(res *http.Response, reqID string, body []byte, now time.Time) *
 	}
 	switch {
 	case res.StatusCode == http.StatusUnauthorized:
-		e.kind = ErrUnauthorized
+		e.kinds = []error{ErrUnauthorized}
+	case e.MonthlyLimit():
+		e.kinds = []error{ErrRateLimited, ErrMonthlyLimit}
 	case res.StatusCode == http.StatusTooManyRequests:
-		e.kind = ErrRateLimited
+		e.kinds = []error{ErrRateLimited}
 	case res.StatusCode == http.StatusBadRequest && parsed.Message == msgInvalidReplyToken:
-		e.kind = ErrInvalidReplyToken
+		e.kinds = []error{ErrInvalidReplyToken}
 	}
 	return e
 }
@@ -225,8 +291,8 @@ func (c *Client) classify(err error, attempt int) (bool, time.Duration) {
 		switch {
 		case apiErr.Status == http.StatusTooManyRequests:
 			c.metrics.Count(MetricRateLimited, 1)
-			if apiErr.Message == msgMonthlyLimit {
-				return false, 0 // the quota does not come back within a call
+			if apiErr.MonthlyLimit() {
+				return false, 0 // the quota does not come back within a call: held instead
 			}
 			if apiErr.retryAfter > 0 {
 				if apiErr.retryAfter > c.retryAfterCap {

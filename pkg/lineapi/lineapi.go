@@ -132,10 +132,46 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // LineRequestsRetried, and records LineRequestLatency per HTTP attempt.
 func WithMetrics(r telemetry.Recorder) Option { return func(c *Client) { c.metrics = r } }
 
+// TokenSource supplies channel access tokens: the long-lived token read
+// from SSM, or short-lived tokens minted from the channel's credentials
+// (pkg/linetoken). One source is shared by every Client of a container, so
+// a token is cached per container and refreshed before it expires.
+type TokenSource interface {
+	// Token returns a token valid now.
+	Token(ctx context.Context) (string, error)
+	// Refresh returns a new token after LINE refused stale with 401 (expired,
+	// revoked or rotated mid-flight). The client calls it at most once per
+	// call.
+	Refresh(ctx context.Context, stale string) (string, error)
+}
+
+// WithTokenSource takes the token of every call from src instead of the
+// fixed token given to New, and refreshes it once on a 401.
+func WithTokenSource(src TokenSource) Option { return func(c *Client) { c.tokens.src = src } }
+
+// tokens is the fixed token of New, or a TokenSource.
+type tokens struct {
+	fixed string
+	src   TokenSource
+}
+
+func (t tokens) Token(ctx context.Context) (string, error) {
+	if t.src == nil {
+		return t.fixed, nil
+	}
+	return t.src.Token(ctx)
+}
+
+func (t tokens) CanRefresh() bool { return t.src != nil }
+
+func (t tokens) Refresh(ctx context.Context, stale string) (string, error) {
+	return t.src.Refresh(ctx, stale)
+}
+
 // Client calls the Messaging API with one channel access token. Make one per
 // invocation; it holds no connection state of its own beyond the HTTP client.
 type Client struct {
-	token         string
+	tokens        tokens
 	baseURL       string
 	httpClient    *http.Client
 	now           func() time.Time
@@ -148,10 +184,11 @@ type Client struct {
 	metrics       telemetry.Recorder
 }
 
-// New returns a Client for the channel access token.
+// New returns a Client for the channel access token (WithTokenSource
+// replaces it with a source of short-lived or re-readable tokens).
 func New(token string, opts ...Option) *Client {
 	c := &Client{
-		token:         token,
+		tokens:        tokens{fixed: token},
 		baseURL:       DefaultBaseURL,
 		now:           time.Now,
 		sleep:         backoff.Sleep,

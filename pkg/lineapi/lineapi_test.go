@@ -571,7 +571,7 @@ func FuzzNewAPIError(f *testing.F) {
 			t.Fatalf("negative Retry-After %v from %q", e.retryAfter, retryAfter)
 		}
 		if errors.Is(e, ErrUnauthorized) != (status == 401) || errors.Is(e, ErrRateLimited) != (status == 429) {
-			t.Fatalf("status %d mapped to %v", status, e.kind)
+			t.Fatalf("status %d mapped to %v", status, e.kinds)
 		}
 		if errors.Is(e, ErrInvalidReplyToken) && (status != 400 || e.Message != msgInvalidReplyToken) {
 			t.Fatalf("invalid reply token from status %d message %q", status, e.Message)

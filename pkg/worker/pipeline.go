@@ -69,12 +69,17 @@ func chain(steps []middleware, last handler) handler {
 //     full decode nor a LINE client; a parse failure releases the claim.
 //   - bindState after parse: it gives the parsed event its step and
 //     session stores (bot.Once, Event.Session).
+//   - trackHeld inside idempotent: a record whose push was held succeeded
+//     (its claim completes) with outcome "held".
 //   - reportCrash outside timeout and recoverPanics: it reads the panic that
 //     recoverPanics recorded, and publishes even after the record's deadline.
 //   - timeout bounds the handler only: claim, complete, release and the
 //     crash report run on the invocation's context.
-//   - recoverPanics innermost: it catches the handler's panics (with the
-//     handler's stack) and nothing of the worker's own.
+//   - recoverPanics: it catches the handler's panics (with the handler's
+//     stack) and nothing of the worker's own.
+//   - intercept innermost, right before the router: linegate's own
+//     postbacks (ChatOps) are handled with the handler's deadline and
+//     panic recovery, and never reach the bot.
 //
 // A new step goes in this list where its comment says why.
 func (p *Processor) pipeline() []middleware {
@@ -85,8 +90,10 @@ func (p *Processor) pipeline() []middleware {
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
 		parse(p.newMessenger),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
+		trackHeld(),
 		reportCrash(p.crash, p.now, p.log),
 		timeout(p.recordTimeout, p.margin),
 		recoverPanics(),
+		intercept(p.intercept),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,6 +76,8 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 				}
 			case OutcomeDuplicate:
 				m.Count("DuplicatesSkipped", 1)
+			case OutcomeHeld:
+				m.Count("RecordsHeld", 1)
 			case OutcomeFailed:
 				m.Count("RecordsFailed", 1)
 				attrs = append(attrs, "error", res.Err.Error(), "panic", res.Panicked)
@@ -173,6 +176,38 @@ func parse(newMessenger func() bot.Messenger) middleware {
 			}
 			r.event = ev
 			return next(ctx, r)
+		}
+	}
+}
+
+// heldMark is set by MarkHeld while a record's handler runs.
+type heldMark struct{ held atomic.Bool }
+
+type heldKey struct{}
+
+// MarkHeld marks the record whose handler runs in ctx as held: its result
+// was written to the HeldQueue because LINE refused the push for the monthly
+// limit. If the handler then succeeds, the record's outcome is OutcomeHeld.
+// It reports false when ctx is not a record's (nothing is marked).
+func MarkHeld(ctx context.Context) bool {
+	m, ok := ctx.Value(heldKey{}).(*heldMark)
+	if ok {
+		m.held.Store(true)
+	}
+	return ok
+}
+
+// trackHeld gives the steps after it a context MarkHeld can mark, and turns
+// a successful record that was marked into OutcomeHeld.
+func trackHeld() middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			m := &heldMark{}
+			err := next(context.WithValue(ctx, heldKey{}, m), r)
+			if err == nil && m.held.Load() {
+				r.result.Outcome = OutcomeHeld
+			}
+			return err
 		}
 	}
 }
@@ -297,6 +332,23 @@ func recoverPanics() middleware {
 					err = fmt.Errorf("%w: %v", ErrPanic, v)
 				}
 			}()
+			return next(ctx, r)
+		}
+	}
+}
+
+// intercept lets f handle the event instead of the router (nil f: every
+// event goes to the router).
+func intercept(f func(ctx context.Context, e *bot.Event) (bool, error)) middleware {
+	return func(next handler) handler {
+		if f == nil {
+			return next
+		}
+		return func(ctx context.Context, r *record) error {
+			handled, err := f(ctx, r.event)
+			if handled || err != nil {
+				return err
+			}
 			return next(ctx, r)
 		}
 	}

@@ -39,6 +39,10 @@ const (
 	OutcomeOK        Outcome = "ok"        // handled; deleted from the queue
 	OutcomeDuplicate Outcome = "duplicate" // its effect had already happened; deleted without running the handler
 	OutcomeFailed    Outcome = "failed"    // reported as a batch item failure; SQS will deliver it again
+	// OutcomeHeld: handled, but LINE refused a push for the monthly limit and
+	// the result was written to the HeldQueue (pkg/held) instead; deleted from
+	// the queue, neither retried nor dead-lettered.
+	OutcomeHeld Outcome = "held"
 )
 
 // Result describes one processed record, for observers (metrics, the local
@@ -99,6 +103,7 @@ type Processor struct {
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
 	eventContext  func(ctx context.Context, id string) context.Context
+	intercept     func(ctx context.Context, e *bot.Event) (bool, error)
 
 	run handler // the pipeline, built by New
 }
@@ -179,6 +184,13 @@ func WithTracing(start StartSpan, traceID func(ctx context.Context) string) Opti
 // every log line written while handling it carries the id.
 func WithEventContext(f func(ctx context.Context, id string) context.Context) Option {
 	return func(p *Processor) { p.eventContext = f }
+}
+
+// WithIntercept runs f before the bot's router for every event; when f
+// reports it handled the event, the router does not run (ChatOps: the
+// operator's taps on alert cards never reach the bot).
+func WithIntercept(f func(ctx context.Context, e *bot.Event) (bool, error)) Option {
+	return func(p *Processor) { p.intercept = f }
 }
 
 // New returns a Processor running router with store for idempotency.

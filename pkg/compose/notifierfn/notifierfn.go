@@ -13,26 +13,54 @@ import (
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/postback"
 )
 
 // New resolves the access token and builds the notifier; region makes the
 // cards' console links point at the right CloudWatch and X-Ray consoles.
 func New(ctx context.Context, cfg config.Notifier, region string, c compose.Common) (*alert.Notifier, error) {
+	n, _, err := Cards(ctx, Operators{Auth: cfg.Auth, IDs: cfg.Operators, TimeZone: cfg.TimeZone, ChatOps: cfg.ChatOps, Region: region}, c)
+	return n, err
+}
+
+// Operators says who gets cards and how: the LINE credentials, the
+// operator IDs, their time zone, the key that signs the buttons, and the
+// region of console links ("" for none).
+type Operators struct {
+	Auth     config.LineAuth
+	IDs      []string
+	TimeZone string
+	ChatOps  config.ChatOps
+	Region   string
+}
+
+// Cards builds what pushes cards to the operators (with signed buttons when
+// a ChatOps key is configured) and the LINE client it pushes with. The
+// notifier and the quota governor both page through it.
+func Cards(ctx context.Context, o Operators, c compose.Common) (*alert.Notifier, *lineapi.Client, error) {
 	c = c.WithDefaults()
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.AccessToken)
+	tokens, _, err := linetoken.FromConfig(ctx, o.Auth, c.SSM, c.HTTPClient, nil)
 	if err != nil {
-		return nil, fmt.Errorf("notifier secrets: %w", err)
+		return nil, nil, fmt.Errorf("LINE credentials: %w", err)
 	}
-	loc, err := time.LoadLocation(cfg.TimeZone)
+	loc, err := time.LoadLocation(o.TimeZone)
 	if err != nil {
-		return nil, fmt.Errorf("notifier time zone: %w", err)
+		return nil, nil, fmt.Errorf("operator time zone: %w", err)
 	}
-	line := lineapi.New(vals[0], lineapi.WithBaseURL(cfg.APIBaseURL), lineapi.WithLogger(c.Logger),
-		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient))
+	line := lineapi.New("", lineapi.WithBaseURL(o.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
+		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens))
 	opts := []alert.Option{alert.WithTimeZone(loc), alert.WithLogger(c.Logger), alert.WithMetrics(c.Metrics)}
-	if region != "" {
-		opts = append(opts, alert.WithRegion(region))
+	if o.Region != "" {
+		opts = append(opts, alert.WithRegion(o.Region))
 	}
-	return alert.New(line, cfg.Operators, opts...)
+	if o.ChatOps.Enabled() {
+		signer, err := postback.FromConfig(ctx, o.ChatOps, c.SSM)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, alert.WithButtons(signer, o.ChatOps.TTL, o.ChatOps.DLQs))
+	}
+	n, err := alert.New(line, o.IDs, opts...)
+	return n, line, err
 }

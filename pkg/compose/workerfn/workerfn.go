@@ -10,13 +10,17 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/chatops"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/postback"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
@@ -26,13 +30,34 @@ type TopicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
+// Queues is the worker's SQS surface besides its event sources: holding a
+// result (SendMessage), resending held results (Receive, Delete,
+// ChangeMessageVisibility) and redriving a DLQ from an alert card (the
+// calls of pkg/redrive).
+type Queues interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
+	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+}
+
 // Deps are the worker's ports besides the bot.
 type Deps struct {
 	// Store is the idempotency table: DynamoDB in AWS, memory locally. When
 	// it is also a worker.StateStore (both of those are), handlers' steps
 	// (bot.Once) and chat sessions (Event.Session) live there too.
 	Store idempotency.Store
-	Ops   TopicPublisher // crash reports; nil (or no OPS_TOPIC_ARN) disables them
+	Ops   TopicPublisher // crash reports and the held notice; nil (or no OPS_TOPIC_ARN) disables them
+	// Queues holds pushes LINE refused for the monthly limit in the
+	// HeldQueue (HELD_QUEUE_URL), resends them and redrives DLQs for
+	// ChatOps; nil disables holding (the push fails) and those buttons.
+	Queues Queues
+	// Silencer mutes an alarm for ChatOps' Silence button; nil disables it.
+	Silencer chatops.Silencer
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
@@ -48,21 +73,31 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		return nil, fmt.Errorf("worker: no bot: pass your router (see README 'Writing a handler')")
 	}
 	c = c.WithDefaults()
-	vals, err := secrets.Resolve(ctx, c.SSM, cfg.AccessToken)
+	tokens, secretVals, err := linetoken.FromConfig(ctx, cfg.Auth, c.SSM, c.HTTPClient, nil)
 	if err != nil {
 		return nil, fmt.Errorf("worker secrets: %w", err)
 	}
-	token := vals[0]
-	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.APIBaseURL), lineapi.WithLogger(c.Logger),
-		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient)}
+	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
+		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens)}
+	newMessenger := func() bot.Messenger { return lineapi.New("", lineOpts...) }
+	holding := d.Queues != nil && cfg.HeldQueueURL != ""
+	if holding {
+		notice := heldNotice{pub: d.Ops, topic: cfg.OpsTopicARN, once: d.Store, log: c.Logger}
+		holder := held.NewHolder(d.Queues, cfg.HeldQueueURL, held.WithLogger(c.Logger),
+			held.WithOnHeld(func(ctx context.Context, it held.Item) {
+				worker.MarkHeld(ctx)
+				notice.tell(ctx, it)
+			}))
+		newMessenger = func() bot.Messenger { return holder.Wrap(lineapi.New("", lineOpts...)) }
+	}
 	opts := []worker.Option{
-		worker.WithMessenger(func() bot.Messenger { return lineapi.New(token, lineOpts...) }),
+		worker.WithMessenger(newMessenger),
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithFunctionTimeout(cfg.FunctionTimeout),
 		worker.WithKeepFor(cfg.KeepCompleted),
 		worker.WithSessionTTL(cfg.SessionTTL),
 		worker.WithIdentity(d.Function, d.Region),
-		worker.WithSecrets(token),
+		worker.WithSecrets(secretVals...),
 		worker.WithLogger(c.Logger),
 		worker.WithMetrics(c.Metrics),
 		worker.WithTracing(recordSpan, telemetry.TraceID),
@@ -77,6 +112,13 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))
 	}
+	if cfg.ChatOps.Enabled() {
+		ops, err := newChatOps(ctx, cfg, d, c, func() *lineapi.Client { return lineapi.New("", lineOpts...) }, holding)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, worker.WithIntercept(ops.Intercept))
+	}
 	return worker.New(router, d.Store, append(opts, d.Options...)...)
 }
 
@@ -88,4 +130,23 @@ func recordSpan(ctx context.Context, name, upstream string) (context.Context, wo
 		s.Link(h)
 	}
 	return ctx, s
+}
+
+// newChatOps builds the handler of the operator's taps on alert cards.
+func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common, line func() *lineapi.Client, holding bool) (*chatops.Handler, error) {
+	signer, err := postback.FromConfig(ctx, cfg.ChatOps, c.SSM)
+	if err != nil {
+		return nil, err
+	}
+	oc := chatops.Config{Signer: signer, Operators: cfg.ChatOps.Operators, Once: d.Store, DLQs: cfg.ChatOps.DLQs,
+		Silencer: d.Silencer, Log: c.Logger, Metrics: c.Metrics}
+	if d.Queues != nil {
+		oc.Queues = d.Queues
+	}
+	if holding {
+		oc.Resend = func(ctx context.Context) (held.Report, error) {
+			return held.Resend(ctx, d.Queues, cfg.HeldQueueURL, line(), 0, c.Logger)
+		}
+	}
+	return chatops.New(oc)
 }

@@ -1,4 +1,9 @@
-package redrive
+// Package busredrive sends the messages of an EventBridge rule target's
+// dead-letter queue back onto their bus: SQS's StartMessageMoveTask only
+// redrives the DLQs of SQS queues, and these messages carry the original
+// event. Each message is deleted only after the bus accepted its event (at
+// least once). The CLI's `linegate redrive` uses it; no Lambda links it.
+package busredrive
 
 import (
 	"context"
@@ -13,6 +18,8 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/linegate/linegate/pkg/redrive"
 )
 
 // Attributes EventBridge sets on every message it dead-letters from a rule
@@ -67,7 +74,7 @@ type EventsOptions struct {
 // the event again, not only the one whose target failed. It returns when a
 // receive comes back empty; ctx bounds it. Refused entries and foreign
 // messages are counted, left in the queue, and reported as an error
-// wrapping ErrFailed or ErrNotEventsDLQ.
+// wrapping redrive.ErrFailed or ErrNotEventsDLQ.
 func Events(ctx context.Context, q eventsQueue, b bus, queueURL string, opts EventsOptions) (EventsResult, error) {
 	start := time.Now()
 	res := EventsResult{Queue: queueURL}
@@ -132,7 +139,7 @@ func Events(ctx context.Context, q eventsQueue, b bus, queueURL string, opts Eve
 	res.Duration = time.Since(start)
 	switch {
 	case res.Failed > 0:
-		return res, fmt.Errorf("%w: the bus refused %d event(s); they stay in the DLQ", ErrFailed, res.Failed)
+		return res, fmt.Errorf("%w: the bus refused %d event(s); they stay in the DLQ", redrive.ErrFailed, res.Failed)
 	case res.Skipped > 0:
 		return res, fmt.Errorf("%w: %d message(s) without RULE_ARN or with a body that is not an event stay in the DLQ", ErrNotEventsDLQ, res.Skipped)
 	}

@@ -1,4 +1,4 @@
-package redrive
+package busredrive
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/linegate/linegate/pkg/redrive"
 )
 
 // fakeDLQ hands out its messages once each (as a visibility timeout would
@@ -79,7 +81,7 @@ func TestEventsAtLeastOnce(t *testing.T) {
 		wantErr     error
 	}{
 		{"all accepted", []types.Message{deadLetter(0, rule), deadLetter(1, rule), deadLetter(2, rule)}, &fakeBus{}, 3, nil},
-		{"one refused", []types.Message{deadLetter(0, rule), deadLetter(1, rule)}, &fakeBus{refuse: map[int]bool{1: true}}, 1, ErrFailed},
+		{"one refused", []types.Message{deadLetter(0, rule), deadLetter(1, rule)}, &fakeBus{refuse: map[int]bool{1: true}}, 1, redrive.ErrFailed},
 		{"the call fails", []types.Message{deadLetter(0, rule)}, &fakeBus{fail: errors.New("throttled")}, 0, nil},
 		{"not from EventBridge", []types.Message{deadLetter(0, "")}, &fakeBus{}, 0, ErrNotEventsDLQ},
 	} {

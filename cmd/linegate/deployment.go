@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/linegate/linegate/internal/doctor"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/held"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/linetoken"
+	"github.com/linegate/linegate/pkg/secrets"
+)
+
+// deploymentFlags are how doctor and resend-held name what they act on:
+// a `linegate local` (--endpoint-url) or a deployed stack (--stack).
+type deploymentFlags struct {
+	endpoint *string
+	stack    *string
+	timeout  *time.Duration
+}
+
+// addDeploymentFlags adds --endpoint-url, --stack and --timeout (default
+// timeout) to fs.
+func addDeploymentFlags(fs *flag.FlagSet, timeout time.Duration) deploymentFlags {
+	return deploymentFlags{
+		endpoint: fs.String("endpoint-url", "", "a linegate local, e.g. http://127.0.0.1:3000"),
+		stack:    fs.String("stack", "", "a deployed stack's name (your default AWS credentials and region)"),
+		timeout:  fs.Duration("timeout", timeout, "how long the command may take"),
+	}
+}
+
+// parse parses args and opens the deployment they name, with a context
+// bounded by --timeout (cancel it when done).
+func (f deploymentFlags) parse(ctx context.Context, fs *flag.FlagSet, args []string, usage string) (context.Context, context.CancelFunc, *deployment, error) {
+	if err := fs.Parse(args); err != nil {
+		return ctx, func() {}, nil, usageError{err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
+	d, err := f.open(ctx, usage)
+	return ctx, cancel, d, err
+}
+
+// deployment is what a command acts on: AWS clients' configuration, the
+// LINE client with the deployment's credentials, and (for a stack) its
+// outputs and parameters.
+type deployment struct {
+	local bool
+	url   string // linegate local's URL
+	aws   aws.Config
+	stack *stackinfo.Stack
+	line  *lineapi.Client
+}
+
+// open resolves the flags: exactly one of --endpoint-url and --stack.
+func (f deploymentFlags) open(ctx context.Context, usage string) (*deployment, error) {
+	if (*f.endpoint == "") == (*f.stack == "") {
+		return nil, usageError{usage}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if *f.endpoint != "" {
+		cfg, err := awsConfig(ctx, *f.endpoint)
+		if err != nil {
+			return nil, err
+		}
+		token := envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken)
+		return &deployment{local: true, url: *f.endpoint, aws: cfg,
+			line: lineapi.New(token, lineapi.WithBaseURL(*f.endpoint), lineapi.WithHTTPClient(hc), lineapi.WithLogger(quiet))}, nil
+	}
+	cfg, err := awsConfig(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	st, err := stackinfo.Open(ctx, cloudformation.NewFromConfig(cfg), *f.stack)
+	if err != nil {
+		return nil, err
+	}
+	tokens, _, err := linetoken.FromConfig(ctx, st.LineAuth(), ssm.NewFromConfig(cfg), hc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the stack's channel access token: %w", err)
+	}
+	return &deployment{aws: cfg, stack: st,
+		line: lineapi.New("", lineapi.WithTokenSource(tokens), lineapi.WithHTTPClient(hc), lineapi.WithLogger(quiet))}, nil
+}
+
+// channelSecret reads the channel secret the deployment's webhook verifies
+// with: linegate local's (LINE_CHANNEL_SECRET or its default), or the
+// stack's ChannelSecretParameter in SSM.
+func (d *deployment) channelSecret(ctx context.Context) (string, error) {
+	if d.local {
+		return envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), nil
+	}
+	name := d.stack.Params["ChannelSecretParameter"]
+	if name == "" {
+		return "", errors.New("the stack has no ChannelSecretParameter")
+	}
+	vals, err := secrets.Resolve(ctx, ssm.NewFromConfig(d.aws), config.Secret{Param: name})
+	if err != nil {
+		return "", err
+	}
+	return vals[0], nil
+}
+
+// errChecksFailed makes doctor exit 1 after printing its report.
+var errChecksFailed = errors.New("some checks failed (see the fixes above)")
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ctx, cancel, d, err := addDeploymentFlags(fs, time.Minute).parse(ctx, fs, args, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	var t doctor.Target
+	if d.local {
+		secret, _ := d.channelSecret(ctx)
+		t = doctor.Local{URL: d.url, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken), Secret: secret}
+	} else {
+		t = doctor.Stack{Info: d.stack, LINE: d.line, Secret: d.channelSecret, SQS: sqs.NewFromConfig(d.aws),
+			Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
+	}
+	rs := doctor.Run(ctx, t)
+	doctor.Print(stdout, t.Describe(), rs)
+	if doctor.Failed(rs) {
+		return errChecksFailed
+	}
+	return nil
+}
+
+func runResendHeld(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("resend-held", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	df := addDeploymentFlags(fs, 5*time.Minute)
+	queue := fs.String("queue", "linegate-HeldQueue", "the held queue's name (with --endpoint-url; a stack names it in its HeldQueueUrl output)")
+	maxItems := fs.Int("max", 0, "send at most this many held results (0: all)")
+	ctx, cancel, d, err := df.parse(ctx, fs, args, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	q := sqs.NewFromConfig(d.aws)
+	var url string
+	if d.local {
+		out, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(*queue)})
+		if err != nil {
+			return fmt.Errorf("find %s: %w", *queue, err)
+		}
+		url = aws.ToString(out.QueueUrl)
+	} else if url, err = d.stack.Output("HeldQueueUrl"); err != nil {
+		return err
+	}
+	rep, err := held.Resend(ctx, q, url, d.line, *maxItems, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	fmt.Fprintf(stdout, "resend-held: %s\n", rep)
+	if errors.Is(err, held.ErrQuotaSpent) {
+		return errors.New("LINE's monthly limit is still reached: raise it in LINE Official Account Manager, then run this again")
+	}
+	return err
+}

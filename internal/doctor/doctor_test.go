@@ -1,0 +1,166 @@
+package doctor
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/signature"
+)
+
+type depths map[string]string
+
+func (d depths) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"ApproximateNumberOfMessages": d[aws.ToString(in.QueueUrl)]}}, nil
+}
+
+type alarmList []cwtypes.MetricAlarm
+
+func (a alarmList) DescribeAlarms(_ context.Context, in *cloudwatch.DescribeAlarmsInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error) {
+	var out []cwtypes.MetricAlarm
+	for _, x := range a {
+		if strings.HasPrefix(aws.ToString(x.AlarmName), aws.ToString(in.AlarmNamePrefix)) {
+			out = append(out, x)
+		}
+	}
+	return &cloudwatch.DescribeAlarmsOutput{MetricAlarms: out}, nil
+}
+
+type subList []snstypes.Subscription
+
+func (s subList) ListSubscriptionsByTopic(context.Context, *sns.ListSubscriptionsByTopicInput, ...func(*sns.Options)) (*sns.ListSubscriptionsByTopicOutput, error) {
+	return &sns.ListSubscriptionsByTopicOutput{Subscriptions: s}, nil
+}
+
+const secret = "the-deployed-channel-secret"
+
+// stack is a deployed stack as doctor sees it: LINE (the mock), the webhook
+// (verifying with secret), and the AWS side (fakes).
+func stack(t *testing.T, dlqDepth, configuredSecret string, subs subList) (Stack, *linemock.Server) {
+	t.Helper()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !signature.Verify(body, r.Header.Get(signature.Header), []byte(secret)) {
+			w.WriteHeader(401)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(hook.Close)
+	line := linemock.New(linemock.WithWebhookTester(func(ctx context.Context, ep string) (int, string) {
+		st, err := postSigned(ctx, http.DefaultClient, ep, secret)
+		if err != nil {
+			return 0, err.Error()
+		}
+		return st, http.StatusText(st)
+	}))
+	line.SetChannel(linemock.Channel{Endpoint: hook.URL + "/prod/webhook", Active: true})
+	api := httptest.NewServer(line)
+	t.Cleanup(api.Close)
+	info := &stackinfo.Stack{Name: "linegate", Outputs: map[string]string{
+		"WebhookUrl":        hook.URL + "/prod/webhook",
+		"OpsTopicArn":       "arn:aws:sns:ap-northeast-1:1:linegate-OpsTopic-X",
+		"InteractiveDLQUrl": "https://sqs/1/linegate-InteractiveDLQ-ABC",
+		"BackgroundDLQUrl":  "https://sqs/1/linegate-BackgroundDLQ-DEF",
+	}}
+	return Stack{
+		Info: info, LINE: lineapi.New("t", lineapi.WithBaseURL(api.URL), lineapi.WithMaxAttempts(1), lineapi.WithLogger(quietLogger())),
+		Secret: func(context.Context) (string, error) { return configuredSecret, nil },
+		SQS:    depths{"https://sqs/1/linegate-InteractiveDLQ-ABC": dlqDepth, "https://sqs/1/linegate-BackgroundDLQ-DEF": "0"},
+		Alarmsrc: alarmList{
+			{AlarmName: aws.String("linegate-interactive-dlq"), StateValue: "OK", ActionsEnabled: aws.Bool(false)},
+			{AlarmName: aws.String("other-stack-alarm"), StateValue: "ALARM", ActionsEnabled: aws.Bool(true)},
+		},
+		SNS: subs,
+	}, line
+}
+
+func byCheck(rs []Result) map[string]Result {
+	m := map[string]Result{}
+	for _, r := range rs {
+		m[r.Check] = r
+	}
+	return m
+}
+
+func TestStackChecks(t *testing.T) {
+	notifier := snstypes.Subscription{Protocol: aws.String("lambda"), Endpoint: aws.String("arn:aws:lambda:x:1:function:linegate-NotifierFunction"), SubscriptionArn: aws.String("arn:sub")}
+	email := snstypes.Subscription{Protocol: aws.String("email"), Endpoint: aws.String("ops@example.com"), SubscriptionArn: aws.String("PendingConfirmation")}
+	opsQueue := snstypes.Subscription{Protocol: aws.String("sqs"), Endpoint: aws.String("arn:aws:sqs:x:1:linegate-OpsQueue-ABC"), SubscriptionArn: aws.String("arn:sub2")}
+	otherQueue := snstypes.Subscription{Protocol: aws.String("sqs"), Endpoint: aws.String("arn:aws:sqs:x:1:audit"), SubscriptionArn: aws.String("arn:sub3")}
+
+	t.Run("healthy through the OpsQueue", func(t *testing.T) {
+		s, _ := stack(t, "0", secret, subList{opsQueue})
+		if rs := Run(context.Background(), s); byCheck(rs)["ops topic"].Status != Pass {
+			t.Fatalf("ops topic delivering to the OpsQueue: %+v", byCheck(rs)["ops topic"])
+		}
+	})
+
+	t.Run("healthy", func(t *testing.T) {
+		s, _ := stack(t, "0", secret, subList{notifier})
+		rs := Run(context.Background(), s)
+		if Failed(rs) {
+			t.Fatalf("a healthy stack failed: %+v", rs)
+		}
+		m := byCheck(rs)
+		if m["webhook redelivery"].Status != Skip || !strings.Contains(m["webhook redelivery"].Fix, "in the LINE Developers console") {
+			t.Errorf("redelivery: %+v (LINE's API cannot read it)", m["webhook redelivery"])
+		}
+		if !strings.Contains(m["alarms"].Detail, "silenced: linegate-interactive-dlq") || strings.Contains(m["alarms"].Detail, "other-stack") {
+			t.Errorf("alarms: %+v", m["alarms"])
+		}
+	})
+
+	tests := []struct {
+		name    string
+		depth   string
+		secret  string
+		subs    subList
+		breakIt func(*linemock.Server)
+		check   string
+		wantFix string
+	}{
+		{"a DLQ holds messages", "3", secret, subList{notifier}, nil, "dead-letter queues", "linegate redrive --queue linegate-InteractiveDLQ-ABC"},
+		{"wrong secret in SSM", "0", "another-secret", subList{notifier}, nil, "channel secret", "store the channel secret"},
+		{"email not confirmed", "0", secret, subList{notifier, email}, nil, "ops topic", "confirm"},
+		{"no notifier", "0", secret, subList{email}, nil, "ops topic", "redeploy"},
+		{"only another queue", "0", secret, subList{otherQueue}, nil, "ops topic", "redeploy"},
+		{"webhook unused", "0", secret, subList{notifier}, func(l *linemock.Server) {
+			c := l.ChannelSettings()
+			c.Active = false
+			l.SetChannel(c)
+		}, "webhook endpoint", "turn \"Use webhook\" on"},
+		{"quota spent", "0", secret, subList{notifier}, func(l *linemock.Server) { l.SetQuota(linemock.Quota{Limit: 5, Used: 5}) }, "push quota", "resend-held"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, line := stack(t, tt.depth, tt.secret, tt.subs)
+			if tt.breakIt != nil {
+				tt.breakIt(line)
+			}
+			rs := Run(context.Background(), s)
+			r := byCheck(rs)[tt.check]
+			if !Failed(rs) || r.Status != Fail || !strings.Contains(r.Fix, tt.wantFix) {
+				t.Fatalf("%s: %+v, want FAIL with a fix naming %q", tt.check, r, tt.wantFix)
+			}
+			var out strings.Builder
+			Print(&out, s.Describe(), rs)
+			if !strings.Contains(out.String(), "FAIL  "+tt.check) || !strings.Contains(out.String(), "fix: ") {
+				t.Fatalf("report:\n%s", out.String())
+			}
+		})
+	}
+}

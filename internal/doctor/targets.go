@@ -1,0 +1,271 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/signature"
+)
+
+// verifyBody is LINE's verify request: a signed body without events, which
+// the webhook answers 200 and publishes nothing for.
+var verifyBody = []byte(`{"destination":"Udoctor","events":[]}`)
+
+// postSigned signs verifyBody with secret and posts it to url.
+func postSigned(ctx context.Context, hc *http.Client, url, secret string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(verifyBody))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(signature.Header, signature.Sign([]byte(secret), verifyBody))
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = res.Body.Close()
+	return res.StatusCode, nil
+}
+
+// Local is a `linegate local` reached over HTTP: its LINE API mock, its
+// webhook, and its inspect endpoints.
+type Local struct {
+	URL    string // http://127.0.0.1:3000
+	Token  string // a channel access token the local LINE API accepts
+	Secret string // the channel secret the local webhook verifies with
+	HTTP   *http.Client
+}
+
+func (l Local) client() *http.Client {
+	if l.HTTP != nil {
+		return l.HTTP
+	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// Describe names the target.
+func (l Local) Describe() string { return "linegate local at " + l.URL }
+
+// Line is a client of the local LINE API.
+func (l Local) Line() *lineapi.Client {
+	return lineapi.New(l.Token, lineapi.WithBaseURL(l.URL), lineapi.WithHTTPClient(l.client()), lineapi.WithMaxAttempts(1),
+		lineapi.WithLogger(quietLogger()))
+}
+
+// WebhookURL is the local webhook.
+func (l Local) WebhookURL() string { return strings.TrimRight(l.URL, "/") + "/webhook" }
+
+// Redelivery reads the local channel's console setting.
+func (l Local) Redelivery(ctx context.Context) (bool, bool, error) {
+	var c struct {
+		Redelivery bool `json:"redelivery"`
+	}
+	if err := l.get(ctx, "/_local/line/channel", &c); err != nil {
+		return false, false, err
+	}
+	return c.Redelivery, true, nil
+}
+
+// PostSigned posts a verify body signed with the local secret.
+func (l Local) PostSigned(ctx context.Context) (int, error) {
+	return postSigned(ctx, l.client(), l.WebhookURL(), l.Secret)
+}
+
+// DLQs reads /_local/queues' dead-letter queues.
+func (l Local) DLQs(ctx context.Context) ([]Queue, error) {
+	var qs []struct {
+		Name       string `json:"name"`
+		Visible    int    `json:"visible"`
+		DeadLetter bool   `json:"deadLetter"`
+	}
+	if err := l.get(ctx, "/_local/queues", &qs); err != nil {
+		return nil, err
+	}
+	var out []Queue
+	for _, q := range qs {
+		if q.DeadLetter {
+			out = append(out, Queue{Name: q.Name, Visible: q.Visible,
+				Redrive: fmt.Sprintf("linegate redrive --queue %s --endpoint-url %s", q.Name, l.URL)})
+		}
+	}
+	return out, nil
+}
+
+// Alarms reads /_local/alarms.
+func (l Local) Alarms(ctx context.Context) ([]Alarm, error) {
+	var as []Alarm
+	err := l.get(ctx, "/_local/alarms", &as)
+	return as, err
+}
+
+// OpsSubscriptions reads /_local/topics' subscribers of the ops topic.
+func (l Local) OpsSubscriptions(ctx context.Context) ([]Subscription, error) {
+	var ts []struct {
+		Name        string   `json:"name"`
+		Subscribers []string `json:"subscribers"`
+	}
+	if err := l.get(ctx, "/_local/topics", &ts); err != nil {
+		return nil, err
+	}
+	var out []Subscription
+	for _, t := range ts {
+		if strings.Contains(t.Name, "OpsTopic") {
+			for _, s := range t.Subscribers {
+				if q, ok := strings.CutPrefix(s, "sqs:"); ok {
+					out = append(out, Subscription{Protocol: "sqs", Endpoint: q})
+					continue
+				}
+				out = append(out, Subscription{Protocol: "lambda", Endpoint: s})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (l Local) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(l.URL, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	res, err := l.client().Do(req)
+	if err != nil {
+		return fmt.Errorf("linegate local at %s: %w", l.URL, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", path, res.StatusCode)
+	}
+	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// sqsDepth, alarmLister and topicLister are the AWS calls the stack
+// target makes.
+type sqsDepth interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+type alarmLister interface {
+	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
+}
+type topicLister interface {
+	ListSubscriptionsByTopic(ctx context.Context, in *sns.ListSubscriptionsByTopicInput, optFns ...func(*sns.Options)) (*sns.ListSubscriptionsByTopicOutput, error)
+}
+
+// Stack is a deployed stack: its outputs name the resources, its LINE
+// client carries the deployed functions' credentials, and the channel
+// secret is read from SSM.
+type Stack struct {
+	Info     *stackinfo.Stack
+	LINE     *lineapi.Client
+	Secret   func(ctx context.Context) (string, error)
+	SQS      sqsDepth
+	Alarmsrc alarmLister
+	SNS      topicLister
+	HTTP     *http.Client
+}
+
+// Describe names the target.
+func (s Stack) Describe() string { return "stack " + s.Info.Name }
+
+// Line is the deployment's LINE client.
+func (s Stack) Line() *lineapi.Client { return s.LINE }
+
+// WebhookURL is the stack's WebhookUrl output.
+func (s Stack) WebhookURL() string { return s.Info.Outputs["WebhookUrl"] }
+
+// Redelivery cannot be read: LINE's API has no endpoint for it.
+func (s Stack) Redelivery(context.Context) (bool, bool, error) { return false, false, nil }
+
+// PostSigned signs a verify body with the secret in SSM and posts it to
+// the deployed webhook.
+func (s Stack) PostSigned(ctx context.Context) (int, error) {
+	url, err := s.Info.Output("WebhookUrl")
+	if err != nil {
+		return 0, err
+	}
+	secret, err := s.Secret(ctx)
+	if err != nil {
+		return 0, err
+	}
+	hc := s.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	return postSigned(ctx, hc, url, secret)
+}
+
+// DLQs reads the depth of the stack's dead-letter and failure queues.
+func (s Stack) DLQs(ctx context.Context) ([]Queue, error) {
+	var out []Queue
+	for _, key := range []string{"InteractiveDLQUrl", "BackgroundDLQUrl", "RuleTargetDLQUrl", "NotifierFailureQueueUrl"} {
+		url, ok := s.Info.Outputs[key]
+		if !ok {
+			continue
+		}
+		a, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			return nil, fmt.Errorf("depth of %s: %w", key, err)
+		}
+		n, _ := strconv.Atoi(a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		name := url[strings.LastIndexByte(url, '/')+1:]
+		out = append(out, Queue{Name: name, Visible: n, Redrive: "linegate redrive --queue " + name})
+	}
+	return out, nil
+}
+
+// Alarms lists the stack's alarms (named "<stack>-…").
+func (s Stack) Alarms(ctx context.Context) ([]Alarm, error) {
+	var out []Alarm
+	in := &cloudwatch.DescribeAlarmsInput{AlarmNamePrefix: aws.String(s.Info.Name + "-")}
+	for {
+		res, err := s.Alarmsrc.DescribeAlarms(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("describe alarms: %w", err)
+		}
+		for _, a := range res.MetricAlarms {
+			out = append(out, Alarm{Name: aws.ToString(a.AlarmName), State: string(a.StateValue), ActionsMuted: !aws.ToBool(a.ActionsEnabled)})
+		}
+		if res.NextToken == nil {
+			return out, nil
+		}
+		in.NextToken = res.NextToken
+	}
+}
+
+// OpsSubscriptions lists the subscribers of the OpsTopicArn output.
+func (s Stack) OpsSubscriptions(ctx context.Context) ([]Subscription, error) {
+	arn, err := s.Info.Output("OpsTopicArn")
+	if err != nil {
+		return nil, err
+	}
+	var out []Subscription
+	in := &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(arn)}
+	for {
+		res, err := s.SNS.ListSubscriptionsByTopic(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("subscriptions of %s: %w", arn, err)
+		}
+		for _, sub := range res.Subscriptions {
+			out = append(out, Subscription{Protocol: aws.ToString(sub.Protocol), Endpoint: aws.ToString(sub.Endpoint),
+				Pending: aws.ToString(sub.SubscriptionArn) == "PendingConfirmation"})
+		}
+		if res.NextToken == nil {
+			return out, nil
+		}
+		in.NextToken = res.NextToken
+	}
+}

@@ -1,0 +1,215 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/lineplatform"
+	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/pkg/compose/quotafn"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/signature"
+)
+
+// newLINE builds the local Messaging API the way LINE behaves for this
+// channel: it issues stateless tokens to the local channel ID and secret
+// (15 minutes, compressed by the time scale, so the functions refresh
+// them), still accepts the fixed local token (the CLI's), knows the
+// webhook URL with "Use webhook" and redelivery on, and answers the test
+// delivery by signing and posting a test webhook to this runtime.
+func (r *Runtime) newLINE() *linemock.Server {
+	secret := orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET"), DefaultSecret)
+	m := linemock.New(
+		linemock.WithTokens(DefaultToken),
+		linemock.WithChannel(DefaultChannelID, secret),
+		linemock.WithTokenTTL(max(scaled(linemock.StatelessTokenTTL, r.cfg.TimeScale), 5*time.Second)),
+		linemock.WithWebhookTester(func(ctx context.Context, endpoint string) (int, string) {
+			return testDelivery(ctx, endpoint, secret)
+		}),
+	)
+	return m
+}
+
+// testDelivery posts LINE's test webhook (an empty events array, as the
+// console's Verify sends) signed with secret, and reports the answer.
+func testDelivery(ctx context.Context, endpoint, secret string) (int, string) {
+	body := []byte(`{"destination":"` + linemock.DefaultBotInfo.UserID + `","events":[]}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", lineplatform.UserAgent)
+	req.Header.Set(signature.Header, signature.Sign([]byte(secret), body))
+	res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return 0, "no answer: " + err.Error()
+	}
+	_ = res.Body.Close()
+	return res.StatusCode, http.StatusText(res.StatusCode)
+}
+
+// localLINEEnv points a function at the local channel: stateless tokens
+// minted from the local channel ID and secret.
+func (r *Runtime) localLINEEnv(env map[string]string) {
+	if r.cfg.Getenv("LINE_TOKEN_MODE") == config.TokenLongLived {
+		env["LINE_TOKEN_MODE"] = config.TokenLongLived
+		return
+	}
+	env["LINE_TOKEN_MODE"] = config.TokenStateless
+	env["LINE_CHANNEL_ID"] = DefaultChannelID
+	env["LINE_ASSERTION_KEY_PARAM"] = ""
+}
+
+// localOpsEnv gives every function the runtime's ChatOps key (random per
+// run: only this process knows it), the operators, and the local URLs of
+// the template's queues.
+func (r *Runtime) localOpsEnv(env map[string]string) {
+	if r.chatOpsKey == "" {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		r.chatOpsKey = hex.EncodeToString(b)
+	}
+	env["CHATOPS_KEY_PARAM"] = ""
+	env["CHATOPS_KEY"] = r.chatOpsKey
+	env["OPERATOR_LINE_IDS"] = orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator)
+	for k, v := range env {
+		for _, q := range r.top.Queues {
+			if v == q.URL && r.res.queueURL[q.LogicalID] != "" {
+				env[k] = r.res.queueURL[q.LogicalID]
+			}
+		}
+	}
+}
+
+// startScheduled runs a function with Schedule events (the quota governor)
+// at each event's rate, compressed by the time scale, and once at start.
+func (r *Runtime) startScheduled(ctx, rctx context.Context, f template.Function, env config.Getenv) error {
+	cfg, err := config.LoadQuota(env)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.LogicalID, err)
+	}
+	c, m := r.common(f.Name)
+	g, err := quotafn.New(ctx, cfg, r.ports.queues, c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.LogicalID, err)
+	}
+	run := func(ctx context.Context) {
+		ctx, seg := r.startInvocation(ctx, f.Name)
+		ctx, cancel := context.WithTimeout(ctx, f.Timeout)
+		defer cancel()
+		st, err := g.Run(ctx)
+		seg.End(err)
+		_ = m.Flush()
+		r.counters.invoked(f.Name, err)
+		switch {
+		case err != nil:
+			r.out.line("quota     check failed: %v", err)
+		case st.Level != "":
+			r.out.line("quota     %.0f%% of the month's %d messages used (%s): card to %s (once a day)", st.Percent, st.Quota.Limit, st.Level, cfg.Operators[0])
+		}
+	}
+	for _, ev := range f.ScheduleEvents {
+		rate := ev.Every
+		if rate <= 0 {
+			rate = time.Hour // cron: not modelled locally, run hourly
+		}
+		period := max(scaled(rate, r.cfg.TimeScale), 100*time.Millisecond)
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); every(rctx, period, run) }()
+	}
+	return nil
+}
+
+// redriveAware tells the event log that a ChatOps redrive moved dead
+// letters back to work, as the SQS shim does for `linegate redrive`.
+type redriveAware struct {
+	workerfn.Queues
+	events *eventLog
+	out    *printer
+}
+
+func (q redriveAware) StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
+	out, err := q.Queues.StartMessageMoveTask(ctx, in, optFns...)
+	if err == nil {
+		q.events.redriven()
+		q.out.line("sqs       redrive started from %s (operator's tap)", aws.ToString(in.SourceArn))
+	}
+	return out, err
+}
+
+// Silence mutes an alarm's notifications until until, compressed by the
+// time scale from now (the local side of ChatOps' Silence 1 h).
+func (e *alarmEvaluator) Silence(_ context.Context, alarm string, until time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, a := range e.alarms {
+		if a.def.Name == alarm {
+			a.silencedUntil = time.Now().Add(scaled(time.Until(until), e.r.cfg.TimeScale))
+			e.r.out.line("alarm     %s silenced until %s", alarm, a.silencedUntil.Format("15:04:05"))
+			return nil
+		}
+	}
+	return fmt.Errorf("no alarm %q in this stack", alarm)
+}
+
+// silenced reports whether an alarm's actions are muted now.
+func (e *alarmEvaluator) silenced(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, a := range e.alarms {
+		if a.def.Name == name {
+			return time.Now().Before(a.silencedUntil)
+		}
+	}
+	return false
+}
+
+// opsRoutes serves the local LINE channel's console: the quota and the
+// webhook settings, and LINE's token endpoints.
+func (r *Runtime) opsRoutes(mux *http.ServeMux) {
+	mux.Handle("/_local/line/quota", r.line.QuotaHandler())
+	mux.Handle("/_local/line/channel", r.line.ChannelHandler())
+	mux.Handle("/oauth2/", r.line)
+	mux.HandleFunc("GET /_local/topics", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.topics()) })
+	r.line.SetChannel(linemock.Channel{Endpoint: r.WebhookURL(), Active: true, Redelivery: true})
+}
+
+// topicView is one topic and its subscribers, for /_local/topics (`linegate
+// doctor` checks the ops topic's): a function's name, or "sqs:" and the name
+// of a queue the topic delivers to.
+type topicView struct {
+	Name        string   `json:"name"`
+	Subscribers []string `json:"subscribers"`
+}
+
+func (r *Runtime) topics() []topicView {
+	out := []topicView{}
+	for _, t := range r.top.Topics {
+		v := topicView{Name: t.Name, Subscribers: []string{}}
+		for _, f := range r.top.Functions {
+			for _, s := range f.SNSEvents {
+				if s.Topic == t.LogicalID {
+					v.Subscribers = append(v.Subscribers, f.Name)
+				}
+			}
+		}
+		for _, s := range r.top.Subscriptions {
+			if q, ok := r.queue(s.Queue); ok && s.Topic == t.LogicalID {
+				v.Subscribers = append(v.Subscribers, "sqs:"+q.Name)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
