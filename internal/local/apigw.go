@@ -25,12 +25,24 @@ type apiGateway struct {
 	metrics interface{ Flush() error }
 	runtime *Runtime
 	secrets [][]byte
+	maxBody int64 // the webhook's MAX_BODY_BYTES
 }
 
 func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIGatewayBody+1))
-	if err != nil || len(body) > maxAPIGatewayBody {
+	var acc acceptance
+	defer func() {
+		// Whatever happens below, worker lines held for this request's events
+		// are printed (after the webhook line when there is one).
+		if !acc.printed {
+			held, n := acc.outcome()
+			a.runtime.out.webhook(0, held, n, "aborted", time.Since(start))
+		}
+	}()
+	body, tooLong := a.readBody(r)
+	if tooLong {
+		acc.printed = true
+		a.runtime.out.webhook(http.StatusRequestEntityTooLarge, nil, 0, "Request Too Long", time.Since(start))
 		http.Error(w, `{"message":"Request Too Long"}`, http.StatusRequestEntityTooLarge)
 		return
 	}
@@ -49,9 +61,11 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// LINE mints a reply token for every event it delivers; the local
 	// Messaging API learns them from the (validly signed) webhook.
-	a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+	if int64(len(body)) <= a.maxBody {
+		a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+	}
 
-	ctx, seg := a.runtime.startInvocation(r.Context(), a.fn.Name)
+	ctx, seg := a.runtime.startInvocation(withAcceptance(r.Context(), &acc), a.fn.Name)
 	ctx, cancel := context.WithTimeout(ctx, a.fn.Timeout)
 	resp, err := a.handler(ctx, req)
 	cancel()
@@ -63,12 +77,47 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = a.metrics.Flush()
 	a.runtime.counters.invoked(a.fn.Name, err)
 	a.runtime.counters.api(resp.StatusCode)
+	// The console line goes out before the response: a client that reads
+	// the response and then the console sees them in that order.
+	acc.printed = true
+	held, n := acc.outcome()
+	a.runtime.out.webhook(resp.StatusCode, held, n, errorReason(resp.Body), time.Since(start))
 	for k, v := range resp.Headers {
 		w.Header().Set(k, v)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.WriteString(w, resp.Body)
-	a.runtime.out.webhook(resp.StatusCode, countEvents(body), time.Since(start))
+}
+
+// readBody reads the request body through the webhook's own limit, before
+// anything is buffered: at most maxBody+1 bytes are ever held. A body over
+// the limit reaches the core cut at maxBody+1 bytes, and the core answers
+// its 413 exactly as for the whole body. A declared length over API
+// Gateway's own 10 MB payload limit is refused without reading, as API
+// Gateway refuses it.
+func (a *apiGateway) readBody(r *http.Request) ([]byte, bool) {
+	if r.ContentLength > maxAPIGatewayBody {
+		return nil, true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
+	if err != nil {
+		return nil, true
+	}
+	return body, false
+}
+
+// errorReason is the short error a rejected webhook answered with (the
+// core's {"error": "..."} or API Gateway's {"message": "..."}).
+func errorReason(body string) string {
+	var e struct{ Error, Message string }
+	_ = json.Unmarshal([]byte(body), &e)
+	switch {
+	case e.Error != "":
+		return e.Error
+	case e.Message != "":
+		return e.Message
+	}
+	return "no reason given"
 }
 
 func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) {
@@ -103,12 +152,3 @@ func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) 
 	}
 }
 
-func countEvents(body []byte) int {
-	var cb struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if json.Unmarshal(body, &cb) != nil {
-		return 0
-	}
-	return len(cb.Events)
-}

@@ -141,7 +141,7 @@ func (s *eventSource) noteFailure(r events.SQSMessage) {
 	if q, ok := s.runtime.queue(dlq); ok {
 		dlq = q.Name
 	}
-	s.runtime.events.deadLettered(id, n)
+	s.runtime.events.deadLettered(id, dlq)
 	s.runtime.out.deadLettered(id, dlq)
 }
 

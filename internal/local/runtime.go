@@ -66,6 +66,21 @@ type Config struct {
 	// BusLatency is added to every PutEvents, to be honest about the round
 	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
 	BusLatency time.Duration
+	// Limits are the HTTP server's timeouts and body limits (zero fields:
+	// DefaultLimits).
+	Limits Limits
+	// AllowRemote permits an Addr beyond loopback. Every path but the
+	// webhook's then needs Token (generated when empty).
+	AllowRemote bool
+	// Token, when set, is required on every path but the webhook's: /_local,
+	// the AWS endpoints, and the LINE API mock (whose clients, the local
+	// functions, then use it as their channel access token).
+	Token string
+	// EventLogSize bounds /_local/events (default DefaultEventLogSize).
+	EventLogSize int
+	// LineRecords bounds /_local/line/messages and /_local/line/loading
+	// (default linemock.DefaultMaxRecords each).
+	LineRecords int
 }
 
 // Runtime is a running local pipeline.
@@ -89,6 +104,7 @@ type Runtime struct {
 	log       *slog.Logger
 	srv       *http.Server
 	ln        net.Listener
+	hooks     []string // the webhook's paths: open without the token
 	url       string
 	rctx      context.Context // lives until Close; parent of every poller
 	cancel    context.CancelFunc
@@ -106,6 +122,16 @@ func (r *Runtime) WebhookURL() string {
 		}
 	}
 	return r.url + "/webhook"
+}
+
+// Token is what every path but the webhook's requires ("" on loopback
+// without Config.Token).
+func (r *Runtime) Token() string { return r.cfg.Token }
+
+// Remote reports whether the server listens beyond loopback.
+func (r *Runtime) Remote() bool {
+	a, ok := r.ln.Addr().(*net.TCPAddr)
+	return ok && !a.IP.IsLoopback()
 }
 
 // LINE is the local Messaging API (nil when a real channel token is used).
@@ -151,14 +177,18 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.AllowRemote && cfg.Token == "" {
+		cfg.Token = newToken()
+	}
+	ln, err := listen(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
 		cfg: cfg, top: top, ln: ln, url: "http://" + ln.Addr().String(), rctx: rctx, cancel: cancel,
-		events: newEventLog(), counters: newCounters(), out: &printer{w: cfg.Out},
+		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
 		log: telemetry.NewLogger(cfg.Logs),
 	}
 	if err := r.start(ctx, rctx); err != nil {
@@ -186,7 +216,12 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	// LINE: the local Messaging API unless a real token is configured.
 	r.realLINE = r.cfg.Getenv("LINE_CHANNEL_ACCESS_TOKEN") != ""
 	if !r.realLINE {
-		r.line = linemock.New()
+		opts := []linemock.Option{linemock.WithMaxRecords(r.cfg.LineRecords),
+			linemock.WithOnLoading(func(c linemock.LoadingCall) { r.out.loading(c.ChatID, c.Seconds) })}
+		if r.cfg.Token != "" {
+			opts = append(opts, linemock.WithTokens(r.cfg.Token))
+		}
+		r.line = linemock.New(opts...)
 	}
 
 	if r.cfg.EndpointURL != "" {
@@ -207,6 +242,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		return err
 	}
 	r.res = res
+	r.ports.bus = acceptingBus{next: r.ports.bus, r: r}
 
 	mux := http.NewServeMux()
 	if err := r.startFunctions(ctx, rctx, mux); err != nil {
@@ -217,7 +253,13 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	go func() { defer r.wg.Done(); r.alarms.run(rctx) }()
 
 	r.routes(mux)
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	lim := r.cfg.Limits
+	r.srv = &http.Server{
+		Handler:           guard{next: mux, limits: lim, token: r.cfg.Token, webhook: r.isWebhookPath},
+		ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
+		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -267,7 +309,7 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 		env["LINE_CHANNEL_ACCESS_TOKEN"] = get("LINE_CHANNEL_ACCESS_TOKEN")
 		env["LINE_API_BASE_URL"] = orDefault(get("LINE_API_BASE_URL"), "https://api.line.me")
 	} else {
-		env["LINE_CHANNEL_ACCESS_TOKEN"] = DefaultToken
+		env["LINE_CHANNEL_ACCESS_TOKEN"] = orDefault(r.cfg.Token, DefaultToken)
 		env["LINE_API_BASE_URL"] = r.url
 	}
 	env["PROBES_ENABLED"] = orDefault(get("PROBES_ENABLED"), "true")
@@ -342,8 +384,9 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 	if cfg.PreviousSecret.Value != "" {
 		secrets = append(secrets, []byte(cfg.PreviousSecret.Value))
 	}
-	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets}
+	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets, maxBody: cfg.MaxBodyBytes}
 	for _, a := range f.APIEvents {
+		r.hooks = append(r.hooks, a.Path)
 		mux.Handle(strings.ToUpper(a.Method)+" "+a.Path, api)
 		if !strings.EqualFold(a.Method, "any") {
 			mux.Handle(a.Path, api) // other methods reach the core, which answers 405
@@ -487,6 +530,16 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 // pollers, SNS deliveries) starts its segment here.
 func (r *Runtime) startInvocation(ctx context.Context, function string) (context.Context, *telemetry.Span) {
 	return telemetry.StartSegment(r.tracer.Context(ctx), function, telemetry.Header{})
+}
+
+// isWebhookPath reports whether path is one of the webhook's API paths.
+func (r *Runtime) isWebhookPath(path string) bool {
+	for _, h := range r.hooks {
+		if path == h {
+			return true
+		}
+	}
+	return false
 }
 
 // queue finds a queue of the template by logical id.

@@ -52,7 +52,7 @@ func (r *Runtime) sqsShim(q redriveQueues) http.Handler {
 			if err = dec.Decode(&in); err == nil {
 				out, err = q.StartMessageMoveTask(ctx, &in)
 				if err == nil {
-					r.events.redriven()
+					r.events.redriven(queueNameOfARN(deref(in.SourceArn)))
 					r.out.line("sqs       redrive started from %s", deref(in.SourceArn))
 				}
 			}
@@ -86,4 +86,9 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// queueNameOfARN is the queue name an SQS ARN ends with.
+func queueNameOfARN(arn string) string {
+	return arn[strings.LastIndexByte(arn, ':')+1:]
 }
