@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -128,6 +129,10 @@ func (r *Runtime) WebhookURL() string {
 // without Config.Token).
 func (r *Runtime) Token() string { return r.cfg.Token }
 
+// ListenAddr is the address the server listens on (0.0.0.0:3000 when bound
+// to every interface; URL then names loopback).
+func (r *Runtime) ListenAddr() string { return r.ln.Addr().String() }
+
 // Remote reports whether the server listens beyond loopback.
 func (r *Runtime) Remote() bool {
 	a, ok := r.ln.Addr().(*net.TCPAddr)
@@ -187,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
-		cfg: cfg, top: top, ln: ln, url: "http://" + ln.Addr().String(), rctx: rctx, cancel: cancel,
+		cfg: cfg, top: top, ln: ln, url: "http://" + dialAddr(ln.Addr()), rctx: rctx, cancel: cancel,
 		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
 		log: telemetry.NewLogger(cfg.Logs),
 	}
@@ -530,6 +535,15 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 // pollers, SNS deliveries) starts its segment here.
 func (r *Runtime) startInvocation(ctx context.Context, function string) (context.Context, *telemetry.Span) {
 	return telemetry.StartSegment(r.tracer.Context(ctx), function, telemetry.Header{})
+}
+
+// dialAddr is how this machine reaches a listener: its own address, or
+// loopback when it listens on every interface.
+func dialAddr(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
+	}
+	return a.String()
 }
 
 // isWebhookPath reports whether path is one of the webhook's API paths.
