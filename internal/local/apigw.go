@@ -151,4 +151,3 @@ func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) 
 		line.IssueReplyTokenTo(e.ReplyToken, to, at)
 	}
 }
-
