@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -39,11 +40,11 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.runtime.out.webhook(0, held, n, "aborted", time.Since(start))
 		}
 	}()
-	body, tooLong := a.readBody(r)
-	if tooLong {
+	body, status, reason := a.readBody(r)
+	if status != 0 {
 		acc.printed = true
-		a.runtime.out.webhook(http.StatusRequestEntityTooLarge, nil, 0, "Request Too Long", time.Since(start))
-		http.Error(w, `{"message":"Request Too Long"}`, http.StatusRequestEntityTooLarge)
+		a.runtime.out.webhook(status, nil, 0, reason, time.Since(start))
+		http.Error(w, fmt.Sprintf(`{"message":%q}`, reason), status)
 		return
 	}
 	req := events.APIGatewayProxyRequest{
@@ -94,16 +95,17 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the limit reaches the core cut at maxBody+1 bytes, and the core answers
 // its 413 exactly as for the whole body. A declared length over API
 // Gateway's own 10 MB payload limit is refused without reading, as API
-// Gateway refuses it.
-func (a *apiGateway) readBody(r *http.Request) ([]byte, bool) {
+// Gateway refuses it; a body that stops arriving (the server's read
+// timeout) is answered 408. status is 0 when body is the request's.
+func (a *apiGateway) readBody(r *http.Request) (body []byte, status int, reason string) {
 	if r.ContentLength > maxAPIGatewayBody {
-		return nil, true
+		return nil, http.StatusRequestEntityTooLarge, "Request Too Long"
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
 	if err != nil {
-		return nil, true
+		return nil, http.StatusRequestTimeout, "Request Timeout"
 	}
-	return body, false
+	return body, 0, ""
 }
 
 // errorReason is the short error a rejected webhook answered with (the

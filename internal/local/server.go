@@ -20,7 +20,8 @@ type Limits struct {
 	// ReadHeaderTimeout closes a connection whose request headers have not
 	// all arrived (a slowloris client).
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request, body included.
+	// ReadTimeout bounds reading a whole request, body included (LINE
+	// itself gives up on a webhook after 2 s).
 	ReadTimeout time.Duration
 	// WriteTimeout bounds a request from the end of its headers to the end
 	// of its response: above the webhook function's timeout and SQS's 20 s
@@ -39,7 +40,7 @@ type Limits struct {
 // DefaultLimits are the limits `linegate local` serves with.
 var DefaultLimits = Limits{
 	ReadHeaderTimeout: 5 * time.Second,
-	ReadTimeout:       30 * time.Second,
+	ReadTimeout:       10 * time.Second,
 	WriteTimeout:      60 * time.Second,
 	IdleTimeout:       120 * time.Second,
 	MaxHeaderBytes:    64 << 10,

@@ -173,14 +173,15 @@ func TestWebhookReadsThroughTheLimit(t *testing.T) {
 	a := &apiGateway{maxBody: limit}
 	body := &countingReader{r: io.LimitReader(zeros{}, 10<<20)}
 	req, _ := http.NewRequest(http.MethodPost, "/webhook", body)
-	got, tooLong := a.readBody(req)
-	if tooLong || len(got) != limit+1 || body.n > limit+1+32<<10 {
-		t.Fatalf("read %d bytes (buffered %d, tooLong %v), want the limit plus one buffered", body.n, len(got), tooLong)
+	got, status, _ := a.readBody(req)
+	if status != 0 || len(got) != limit+1 || body.n > limit+1+32<<10 {
+		t.Fatalf("read %d bytes (buffered %d, status %d), want the limit plus one buffered", body.n, len(got), status)
 	}
-	req, _ = http.NewRequest(http.MethodPost, "/webhook", &countingReader{r: zeros{}})
+	unread := &countingReader{r: zeros{}}
+	req, _ = http.NewRequest(http.MethodPost, "/webhook", unread)
 	req.ContentLength = maxAPIGatewayBody + 1
-	if _, tooLong := a.readBody(req); !tooLong {
-		t.Fatal("a declared length over 10 MB was read")
+	if _, status, _ := a.readBody(req); status != http.StatusRequestEntityTooLarge || unread.n != 0 {
+		t.Fatalf("a declared length over 10 MB: status %d after reading %d bytes, want 413 unread", status, unread.n)
 	}
 
 	rt, _ := start(t, Config{})
