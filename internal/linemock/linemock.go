@@ -527,6 +527,10 @@ func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, reqID stri
 		return
 	}
 	tok.used = true
+	if !s.acceptUnknown {
+		// Forgotten, a used token is unknown: refused all the same.
+		delete(s.replyTokens, req.replyToken)
+	}
 	sent := s.acceptLocked(Record{
 		To: tok.to, Via: ViaReply, ReplyToken: req.replyToken, Messages: req.messages,
 		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,

@@ -40,10 +40,13 @@ import (
 
 // Defaults of `linegate local`.
 const (
-	DefaultAddr      = "127.0.0.1:3000"
-	DefaultSecret    = "local-channel-secret"
-	DefaultOperator  = "U0000000000000000000000000000cafe"
-	DefaultToken     = "local-channel-access-token"
+	DefaultAddr     = "127.0.0.1:3000"
+	DefaultSecret   = "local-channel-secret"
+	DefaultOperator = "U0000000000000000000000000000cafe"
+	DefaultToken    = "local-channel-access-token"
+	// DefaultTraces is how many X-Ray traces /_local/traces keeps, the
+	// newest (a worker batch's trace holds a few dozen segments).
+	DefaultTraces    = 200
 	defaultPollers   = 5
 	maxLocalPollWait = 20 // seconds of SQS long polling, the maximum; a cancelled context ends it
 )
@@ -82,6 +85,8 @@ type Config struct {
 	// LineRecords bounds /_local/line/messages and /_local/line/loading
 	// (default linemock.DefaultMaxRecords each).
 	LineRecords int
+	// Traces bounds /_local/traces (default DefaultTraces).
+	Traces int
 }
 
 // Runtime is a running local pipeline.
@@ -166,6 +171,9 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Template == "" {
 		cfg.Template = "template.yaml"
 	}
+	if cfg.Traces <= 0 {
+		cfg.Traces = DefaultTraces
+	}
 	if cfg.Bot == nil {
 		return nil, errors.New("local: Config.Bot is nil: pass the bot to run (for example app.New)")
 	}
@@ -208,7 +216,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	// loopback. The tracer travels in the context of each invocation
 	// (startInvocation), not in process-wide SDK state, so two runtimes (or
 	// a runtime and a test's own tracing) in one process stay apart.
-	r.collector = xraycollector.New(xraycollector.WithLogger(r.log))
+	r.collector = xraycollector.New(xraycollector.WithLogger(r.log), xraycollector.WithMaxTraces(r.cfg.Traces))
 	if err := r.collector.Listen(rctx, "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("x-ray collector: %w", err)
 	}
