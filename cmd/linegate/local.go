@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"os"
 
+	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/bot"
@@ -24,6 +25,7 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	endpoint := fs.String("endpoint-url", "", "run against this AWS-compatible endpoint (moto_server, LocalStack) instead of the in-memory cloud")
 	verbose := fs.Bool("verbose", false, "also print the functions' JSON logs and EMF metrics to stderr")
 	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback; every path but the webhook then needs the token")
+	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -40,12 +42,22 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *verbose {
 		cfg.Logs = stderr
 	}
+	var w *watcher
+	if *watchFlag {
+		w = &watcher{client: &botproc.Client{}}
+		cfg.Bot = w.bot
+	}
 	rt, err := local.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
 	banner(stdout, rt, *endpoint, *scale, *token != "")
+	if w != nil {
+		if err := w.run(ctx, *tmpl, stdout); err != nil {
+			return fmt.Errorf("--watch: %w", err)
+		}
+	}
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "linegate local: shutting down")
 	return nil

@@ -28,6 +28,8 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"redrive": runRedrive,
 	"replay":  runReplay,
 	"bench":   runBench,
+	// bot-serve is not listed in usage: linegate local --watch runs it.
+	"bot-serve": runBotServe,
 }
 
 func main() {

@@ -90,9 +90,20 @@ var readyLine = regexp.MustCompile(`ready: webhook (http://[^/\s]+)(/\S*)`)
 // its ready line.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startProcessIn(t, "", args...)
+}
+
+// startProcessIn is startProcess with the working directory dir ("": this
+// one) and its template.
+func startProcessIn(t *testing.T, dir string, args ...string) *process {
+	t.Helper()
 	bin := linegateBinary(t)
 	tmpl, _ := filepath.Abs("../../template.yaml")
+	if dir != "" {
+		tmpl = filepath.Join(dir, "template.yaml")
+	}
 	cmd := exec.Command(bin, append([]string{"local", "--addr", "127.0.0.1:0", "--template", tmpl}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LINE_CHANNEL_ACCESS_TOKEN=", "LINE_CHANNEL_SECRET=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
