@@ -73,8 +73,12 @@ type syncBuffer struct {
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // What is tested here, with a fake build (it writes the variant the test
 // chose) and the test binary as the bot process: a change under the root
@@ -101,7 +105,7 @@ func TestWatchSwapsTheBotAndKeepsState(t *testing.T) {
 	rt, err := local.Start(context.Background(), local.Config{
 		Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 120, Params: map[string]string{"MaxReceiveCount": "2"},
 		Getenv: func(string) string { return "" }, Out: console,
-		Bot:    func(config.Worker) *bot.Router { return client.Router() },
+		Bot: func(config.Worker) *bot.Router { return client.Router() },
 	})
 	if err != nil {
 		t.Fatal(err)
