@@ -501,7 +501,8 @@ func (r *Runtime) CrashWorkers() {
 // Cloud is the in-memory cloud, for fault injection (nil with an endpoint).
 func (r *Runtime) Cloud() *mem.Cloud { return r.mem }
 
-// Events lists every event that reached a worker, with its latest outcome.
+// Events lists the events of /_local/events (the newest EventLogSize), one
+// per webhookEventId, oldest first.
 func (r *Runtime) Events() []EventOutcome { return r.events.list() }
 
 func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env config.Getenv) error {
