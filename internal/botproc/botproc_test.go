@@ -60,7 +60,10 @@ func textEvent(t *testing.T, text string) *bot.Event {
 func TestForward(t *testing.T) {
 	got := make(chan string, 10)
 	r := bot.NewRouter()
-	r.OnText("", func(_ context.Context, e *bot.Event, text string) error { got <- e.WebhookEventID + " " + text; return nil })
+	r.OnText("", func(_ context.Context, e *bot.Event, text string) error {
+		got <- e.WebhookEventID + " " + text
+		return nil
+	})
 	r.OnText("fail", func(context.Context, *bot.Event, string) error { return errors.New("planted failure") })
 	r.OnText("panic", func(context.Context, *bot.Event, string) error { panic("planted panic") })
 	r.OnText("slow", func(ctx context.Context, _ *bot.Event, _ string) error { <-ctx.Done(); return ctx.Err() })
