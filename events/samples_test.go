@@ -6,6 +6,8 @@ package events_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -17,7 +19,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/cloud/pattern"
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/notifierfn"
@@ -34,8 +39,10 @@ import (
 type outcome struct {
 	Status    int      `json:"status"`    // webhook: HTTP status
 	Published int      `json:"published"` // webhook: events handed to the bus
-	Failures  []string `json:"failures"`  // worker: messageIds reported as batch item failures
+	Failures  []string `json:"failures"`  // worker/notifier: messageIds reported as batch item failures
 	Messages  int      `json:"messages"`  // worker/notifier: messages sent through the LINE API
+	Cards     int      `json:"cards"`     // notifier: cards in the push (0: not checked)
+	Count     int      `json:"count"`     // notifier: the coalesced count on the card (0: not checked)
 }
 
 // expected lists every sample. A new file here must be added to
@@ -184,9 +191,11 @@ func TestWorkerSamples(t *testing.T) {
 	}
 }
 
-// The notifier samples push one card to the operator; the same SNS event
-// delivered again (an SNS or Lambda retry) pushes nothing new: the retry key
-// is derived from the SNS MessageId and LINE answers 409.
+// The notifier samples are ops queue batches (SQS records whose bodies are
+// SNS notifications): each pushes one card per problem to the operator, the
+// burst one card with its count, and the same batch delivered again (an SQS
+// redelivery) pushes nothing new: the retry key is derived from the SNS
+// MessageIds and LINE answers 409.
 func TestNotifierSamples(t *testing.T) {
 	for _, name := range samples("notifier-") {
 		t.Run(name, func(t *testing.T) {
@@ -202,11 +211,19 @@ func TestNotifierSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events.SNSEvent
+			var ev events.SQSEvent
 			read(t, name, &ev)
 			for delivery := 1; delivery <= 2; delivery++ {
-				if err := n.Handle(context.Background(), ev); err != nil {
+				resp, err := n.HandleQueue(context.Background(), ev)
+				if err != nil {
 					t.Fatalf("delivery %d: %v", delivery, err)
+				}
+				failed := []string{}
+				for _, f := range resp.BatchItemFailures {
+					failed = append(failed, f.ItemIdentifier)
+				}
+				if !slices.Equal(failed, want.Failures) {
+					t.Fatalf("delivery %d: failures %v, want %v", delivery, failed, want.Failures)
 				}
 			}
 			msgs := line.Messages()
@@ -219,6 +236,173 @@ func TestNotifierSamples(t *testing.T) {
 			if line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
 				t.Fatalf("the second delivery should be answered 409: %v", line.Calls())
 			}
+			if want.Cards > 0 && len(msgs[0].Messages) != want.Cards {
+				t.Fatalf("%d cards, want %d", len(msgs[0].Messages), want.Cards)
+			}
+			if want.Count > 0 && !strings.Contains(string(msgs[0].Messages[0]), fmt.Sprintf("×%d", want.Count)) {
+				t.Fatalf("card lacks the count ×%d: %s", want.Count, msgs[0].Messages[0])
+			}
 		})
+	}
+}
+
+// topology is template.yaml as linegate local evaluates it.
+func topology(t *testing.T) *template.Topology {
+	t.Helper()
+	top, err := template.Load(filepath.Join("..", "template.yaml"), local.TemplateParams(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// queueOf is the logical id of the queue whose name is the last part of an
+// SQS ARN, allowing CloudFormation's random suffix
+// (linegate-InteractiveQueue-8XKQ2M1ZP0A4).
+func queueOf(top *template.Topology, arn string) string {
+	name := arn[strings.LastIndex(arn, ":")+1:]
+	for _, q := range top.Queues {
+		if name == q.Name || strings.HasPrefix(name, q.Name+"-") {
+			return q.LogicalID
+		}
+	}
+	return ""
+}
+
+// TestSQSSamplesAgreeWithTheTemplate checks what SQS and EventBridge would
+// really hand the worker: md5OfBody is the body's MD5 (so no two samples
+// share one), and the queue a record came from is the one the template's
+// rules route its event to.
+func TestSQSSamplesAgreeWithTheTemplate(t *testing.T) {
+	top := topology(t)
+	workers, _ := filepath.Glob("worker-*.json")
+	notifiers, _ := filepath.Glob("notifier-*.json")
+	seen := map[string]string{}
+	for _, f := range append(workers, notifiers...) {
+		var ev events.SQSEvent
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, r := range ev.Records {
+			sum := md5.Sum([]byte(r.Body))
+			if want := hex.EncodeToString(sum[:]); r.Md5OfBody != want {
+				t.Errorf("%s record %d: md5OfBody %s, the body's MD5 is %s", f, i, r.Md5OfBody, want)
+			}
+			if other, dup := seen[r.Md5OfBody]; dup {
+				t.Errorf("%s record %d has the same body as %s", f, i, other)
+			}
+			seen[r.Md5OfBody] = f
+			if slices.Contains(expected[f].Failures, r.MessageId) {
+				continue // a poison record: sent by hand, nothing would route it
+			}
+			from := queueOf(top, r.EventSourceARN)
+			if from == "" {
+				t.Errorf("%s record %d: eventSourceARN %s is no queue of the template", f, i, r.EventSourceARN)
+				continue
+			}
+			if routed := routes(t, top, r.Body, strings.HasPrefix(f, "notifier-")); len(routed) != 1 || routed[0] != from {
+				t.Errorf("%s record %d comes from %s, but the template routes it to %v", f, i, from, routed)
+			}
+		}
+	}
+}
+
+// routes lists the queues the template delivers body to: the targets of the
+// rules whose pattern matches a bus event, or the queues subscribed to the
+// topic an SNS notification came from.
+func routes(t *testing.T, top *template.Topology, body string, fromTopic bool) []string {
+	t.Helper()
+	var routed []string
+	if fromTopic {
+		var n struct{ TopicArn string }
+		if err := json.Unmarshal([]byte(body), &n); err != nil {
+			t.Fatalf("not an SNS notification: %v", err)
+		}
+		name := n.TopicArn[strings.LastIndex(n.TopicArn, ":")+1:]
+		for _, s := range top.Subscriptions {
+			// A deployed topic is named <stack>-<LogicalId>-<suffix>.
+			if strings.Contains(name, "-"+s.Topic+"-") {
+				routed = append(routed, s.Queue)
+			}
+		}
+		return routed
+	}
+	for _, rule := range top.Rules {
+		p, err := pattern.Compile(rule.Pattern)
+		if err != nil {
+			t.Fatalf("rule %s: %v", rule.LogicalID, err)
+		}
+		if p.Match([]byte(body)) {
+			for _, tg := range rule.Targets {
+				routed = append(routed, tg.QueueLogicalID)
+			}
+		}
+	}
+	return routed
+}
+
+// TestSNSSamplesAgreeWithTheTemplate checks the notifier's samples: the alarm
+// is one of the template's (name, threshold, comparison), and a crash report
+// has the subject the worker publishes it with.
+func TestSNSSamplesAgreeWithTheTemplate(t *testing.T) {
+	top := topology(t)
+	read := func(name string) map[string]any {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev events.SQSEvent
+		if err := json.Unmarshal(b, &ev); err != nil || len(ev.Records) != 1 {
+			t.Fatalf("%s: %v (%d records)", name, err, len(ev.Records))
+		}
+		var n map[string]any // the SNS notification the OpsQueue holds
+		if err := json.Unmarshal([]byte(ev.Records[0].Body), &n); err != nil {
+			t.Fatalf("%s: body is not an SNS notification: %v", name, err)
+		}
+		return n
+	}
+	// The worker publishes a crash report with the subject "linegate crash:
+	// <event type>" (pkg/worker); SNS's notification carries that subject, and
+	// none at all for a message published without one, never "".
+	crash := read("notifier-crash-report.json")
+	var report struct{ EventType string }
+	if err := json.Unmarshal([]byte(crash["Message"].(string)), &report); err != nil {
+		t.Fatal(err)
+	}
+	if s, want := crash["Subject"], "linegate crash: "+report.EventType; s != want {
+		t.Errorf("crash report Subject = %#v, want %q as the worker publishes it", s, want)
+	}
+	alarm := read("notifier-alarm.json")
+	var msg struct {
+		AlarmName string
+		Trigger   struct {
+			ComparisonOperator string
+			Threshold          float64
+			MetricName         string
+		}
+	}
+	if err := json.Unmarshal([]byte(alarm["Message"].(string)), &msg); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range top.Alarms {
+		if a.Name != msg.AlarmName {
+			continue
+		}
+		found = true
+		if a.Threshold != msg.Trigger.Threshold || a.ComparisonOperator != msg.Trigger.ComparisonOperator || a.MetricName != msg.Trigger.MetricName {
+			t.Errorf("alarm %s: sample says %s %s %v, the template %s %s %v", a.Name,
+				msg.Trigger.MetricName, msg.Trigger.ComparisonOperator, msg.Trigger.Threshold, a.MetricName, a.ComparisonOperator, a.Threshold)
+		}
+	}
+	if !found {
+		t.Errorf("the sample's alarm %q is not in the template", msg.AlarmName)
+	}
+	if subj, _ := alarm["Subject"].(string); !strings.Contains(subj, `"`+msg.AlarmName+`"`) {
+		t.Errorf("alarm Subject %q does not name %s", subj, msg.AlarmName)
 	}
 }

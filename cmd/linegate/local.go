@@ -37,6 +37,9 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wd, _ := os.Getwd()
 		return fmt.Errorf("%s not found in %s: run linegate local from the repository (where template.yaml is), or pass --template path/to/template.yaml", *tmpl, wd)
 	}
+	if *endpoint != "" && *scale != 1 {
+		fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
+	}
 	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
 		AllowRemote: *allowRemote, Token: *token}
 	if *verbose {

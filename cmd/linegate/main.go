@@ -4,7 +4,8 @@
 //	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch]
 //	linegate send    [--url URL] [--secret S] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
 //	linegate sign    [--secret S] FILE
-//	linegate redrive --queue NAME [--endpoint-url URL]
+//	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
+//	linegate env-json --stack NAME [--template template.yaml] [--out FILE]
 //	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
 package main
 
@@ -22,12 +23,13 @@ import (
 // commands maps a subcommand to its entry point. Each returns an error whose
 // text is printed; exit status 2 is for usage errors.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"local":   runLocal,
-	"send":    runSend,
-	"sign":    runSign,
-	"redrive": runRedrive,
-	"replay":  runReplay,
-	"bench":   runBench,
+	"local":    runLocal,
+	"send":     runSend,
+	"sign":     runSign,
+	"redrive":  runRedrive,
+	"replay":   runReplay,
+	"env-json": runEnvJSON,
+	"bench":    runBench,
 	// bot-serve is not listed in usage: linegate local --watch runs it.
 	"bot-serve": runBotServe,
 }
@@ -88,6 +90,7 @@ commands:
   bench    ack latency, throughput, crash and chaos: linegate against the synchronous and in-process designs
   redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
   replay   replay the bus archive's events of a time window to the bus (EventBridge StartReplay)
+  env-json write a sam local invoke --env-vars file pointing the functions at a deployed stack
 
 run 'linegate <command> -h' for a command's flags
 `)

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/linegate/linegate/internal/replay"
+	"github.com/linegate/linegate/internal/stack"
 )
 
 // runReplay starts an EventBridge archive replay of a time window to the bus
@@ -18,13 +21,14 @@ import (
 // trace header, and events older than the idempotency TTL are processed again
 // (see package replay).
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "usage: linegate replay --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--name NAME] [--endpoint-url URL] [--no-wait]"
+	const use = "usage: linegate replay --since RFC3339 --until RFC3339 [--stack NAME | --bus NAME|ARN [--archive NAME|ARN]] [--name NAME] [--endpoint-url URL] [--no-wait]"
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sinceS := fs.String("since", "", "start of the window, RFC3339 (e.g. 2025-03-10T09:30:00Z): events whose time is at or after it")
 	untilS := fs.String("until", "", "end of the window, RFC3339, not in the future")
-	bus := fs.String("bus", "linegate", "the event bus (the stack's EventBusName parameter)")
-	archive := fs.String("archive", "", "the archive to replay from (default: the one archive of the bus, which the stack creates)")
+	bus := fs.String("bus", "", "the event bus, a name or ARN (default: the stack's EventBus with --stack, else linegate)")
+	archive := fs.String("archive", "", "the archive to replay from, a name or ARN (default: the stack's EventArchive with --stack, else the one archive of the bus)")
+	stackName := fs.String("stack", "", "resolve the bus and the archive through this CloudFormation stack (e.g. linegate)")
 	name := fs.String("name", "", "the replay's name (default: linegate-<since>-<until>; a window is replayed once unless named anew)")
 	endpoint := fs.String("endpoint-url", "", "an AWS-compatible endpoint (moto_server, LocalStack); default: AWS")
 	noWait := fs.Bool("no-wait", false, "return once the replay has started instead of waiting for it to end")
@@ -50,6 +54,25 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if *stackName != "" {
+		st, err := stack.Describe(ctx, cloudformation.NewFromConfig(cfg), *stackName)
+		if err != nil {
+			return err
+		}
+		for ref, id := range map[*string]string{bus: "EventBus", archive: "EventArchive"} {
+			if *ref == "" {
+				r, err := st.Physical(id)
+				if err != nil {
+					return err
+				}
+				*ref = r.PhysicalID
+			}
+		}
+	}
+	*bus, *archive = lastARNPart(*bus, ":event-bus/"), lastARNPart(*archive, ":archive/")
+	if *bus == "" {
+		*bus = "linegate"
+	}
 	opts := replay.Options{Bus: *bus, Archive: *archive, Since: since, Until: until, Name: *name, Wait: !*noWait}
 	if cut := time.Now().Add(-*ttl); since.Before(cut) {
 		fmt.Fprintf(stderr, "warning: events before %s are older than the idempotency TTL (%s): they WILL be processed again, their effects happen again\n",
@@ -69,4 +92,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "replay %s: %s\n", res.Name, res.State)
 	fmt.Fprintln(stdout, "note: replayed events carry no X-Ray trace header; each carries \"replay-name\"")
 	return nil
+}
+
+// lastARNPart is the name in an EventBridge ARN (…:event-bus/NAME,
+// …:archive/NAME), or ref itself when it is a name.
+func lastARNPart(ref, marker string) string {
+	if _, name, ok := strings.Cut(ref, marker); ok && strings.HasPrefix(ref, "arn:") {
+		return name
+	}
+	return ref
 }

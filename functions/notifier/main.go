@@ -1,14 +1,14 @@
-// Command notifier is the SNS-triggered Lambda that tells the operator on
-// LINE: CloudWatch alarm state changes and handler crash reports become Flex
-// cards pushed to every operator ID. The logic lives in pkg/alert, the
+// Command notifier is the Lambda that tells the operator on LINE: it reads
+// the ops queue (the ops SNS topic's subscriber, in batches behind a
+// batching window), and CloudWatch alarm state changes and handler crash
+// reports become Flex cards — one per alarm or stack signature, with a
+// count — pushed to every operator ID. The logic lives in pkg/alert, the
 // wiring in pkg/compose/notifierfn.
 package main
 
 import (
 	"context"
 	_ "time/tzdata" // OPERATOR_TIMEZONE must load on provided.al2023 without zoneinfo
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/notifierfn"
@@ -21,9 +21,6 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, ev events.SNSEvent) error {
-			defer func() { _ = env.EMF.Flush() }()
-			return n.Handle(ctx, ev)
-		}, nil
+		return compose.Flushing(env.EMF, n.HandleQueue), nil
 	})
 }

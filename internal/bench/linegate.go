@@ -44,7 +44,7 @@ type timing struct {
 // timeout but not the handler's work, and re-receiving in-flight records
 // would only measure the compression.
 func linegateTiming(o Options) (timing, error) {
-	top, err := template.Load(o.Template, o.Params)
+	top, err := template.Load(o.Template, local.TemplateParams(o.Params, nil))
 	if err != nil {
 		return timing{}, fmt.Errorf("load %s: %w", o.Template, err)
 	}

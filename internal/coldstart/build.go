@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -33,46 +34,37 @@ type Binary struct {
 	Size int64
 }
 
-// Tags are the build tags of every function, as the Makefile's LAMBDA_TAGS
-// sets them (TestTagsMatchMakefile keeps the two in step): the RPC runtime
-// provided.al2023 never uses is dropped.
-func Tags(string) string { return "lambda.norpc" }
-
-// Build compiles the Go main package in the directory function (for example
-// <repo>/functions/webhook) for goos/goarch into outDir/bootstrap, the way the
-// Makefile and SAM build it: CGO_ENABLED=0, -tags Tags(function), -trimpath and
-// a stripped binary (-ldflags '-s -w'). outDir is created if needed. The go
-// command is looked up on PATH unless WithGo is given. A failed build returns
-// the compiler's output in the error.
-func Build(ctx context.Context, function, goos, goarch, outDir string, opts ...Option) (Binary, error) {
+// Build builds the function folder function (e.g. "webhook") of the
+// repository at repoRoot for linux/goarch into outDir/bootstrap by running
+// the Makefile's recipe, exactly as SAM's `BuildMethod: makefile` does:
+// `make build-<LogicalId> ARTIFACTS_DIR=<outDir>`, with LAMBDA_GOARCH set to
+// goarch (the Makefile builds for linux only). outDir is created if needed.
+// WithGo sets the Makefile's GO. A failed build returns make's output in the
+// error.
+func Build(ctx context.Context, repoRoot, function, goarch, outDir string, opts ...Option) (Binary, error) {
 	o := newOptions(opts)
-	goBin := o.goBin
-	if goBin == "" {
-		p, err := exec.LookPath("go")
-		if err != nil {
-			return Binary{}, fmt.Errorf("build %s: find the go command: %w", function, err)
-		}
-		goBin = p
-	}
-	out, err := filepath.Abs(filepath.Join(outDir, BootstrapName))
+	dir, err := filepath.Abs(outDir)
 	if err != nil {
 		return Binary{}, fmt.Errorf("build %s: %w", function, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binary{}, fmt.Errorf("build %s: %w", function, err)
 	}
-	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", Tags(function), "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
-	cmd.Dir = function
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	args := []string{"--no-print-directory", "-C", repoRoot, "build-" + LogicalID(function), "ARTIFACTS_DIR=" + dir, "LAMBDA_GOARCH=" + goarch}
+	if o.goBin != "" {
+		args = append(args, "GO="+o.goBin)
+	}
+	cmd := exec.CommandContext(ctx, "make", args...)
 	var output bytes.Buffer
 	cmd.Stdout = &output
 	cmd.Stderr = &output
 	if err := cmd.Run(); err != nil {
-		return Binary{}, fmt.Errorf("build %s for %s/%s: %w\n%s", function, goos, goarch, err, output.Bytes())
+		return Binary{}, fmt.Errorf("build %s for linux/%s: make %s: %w\n%s", function, goarch, strings.Join(args, " "), err, output.Bytes())
 	}
+	out := filepath.Join(dir, BootstrapName)
 	fi, err := os.Stat(out)
 	if err != nil {
-		return Binary{}, fmt.Errorf("build %s: %w", function, err)
+		return Binary{}, fmt.Errorf("build %s: the recipe wrote no %s: %w", function, BootstrapName, err)
 	}
 	return Binary{Path: out, Size: fi.Size()}, nil
 }

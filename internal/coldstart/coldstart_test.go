@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -343,21 +342,4 @@ func FuzzParseFunctionError(f *testing.F) {
 			t.Fatalf("%+v did not round-trip: %+v %v", fe, fe2, ok)
 		}
 	})
-}
-
-// The Makefile (what SAM runs) and this package build with the same tags.
-func TestTagsMatchMakefile(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fn := range []string{"webhook", "worker", "notifier"} {
-		m := regexp.MustCompile(`(?m)^LAMBDA_TAGS\s*=\s*(\S+)\s*$`).FindSubmatch(b)
-		if m == nil {
-			t.Fatal("Makefile has no LAMBDA_TAGS")
-		}
-		if got := Tags("functions/" + fn); got != string(m[1]) {
-			t.Fatalf("Tags(%s) = %q, Makefile says %q", fn, got, m[1])
-		}
-	}
 }

@@ -9,8 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http/httptest"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,18 +22,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/internal/coldstart"
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/motoserver"
-	"github.com/linegate/linegate/pkg/envelope"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/config"
 )
 
 // repoRoot is the repository, relative to this package.
@@ -91,7 +91,7 @@ func hostBinary(t *testing.T, fn string) coldstart.Binary {
 		}
 		builds.dir = d
 	}
-	b, err := coldstart.Build(context.Background(), filepath.Join(repoRoot, "functions", fn), runtime.GOOS, runtime.GOARCH, filepath.Join(builds.dir, fn))
+	b, err := coldstart.Build(context.Background(), repoRoot, fn, runtime.GOARCH, filepath.Join(builds.dir, fn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func hostBinary(t *testing.T, fn string) coldstart.Binary {
 type expectation struct {
 	Status    int      `json:"status"`    // webhook: the proxy response's statusCode
 	Published int      `json:"published"` // webhook: events that reached the bus
-	Failures  []string `json:"failures"`  // worker: batchItemFailures' itemIdentifiers
+	Failures  []string `json:"failures"`  // worker/notifier: batchItemFailures' itemIdentifiers
 	Messages  int      `json:"messages"`  // worker/notifier: messages LINE accepted
 }
 
@@ -159,132 +159,110 @@ func samples(t *testing.T, want map[string]expectation) map[string][]string {
 	return out
 }
 
-// cloud is moto with what the functions need: the bus (with a rule copying
-// every event to a queue, so the test can count what was published), the ops
-// topic, and idempotency tables made on demand.
-type cloud struct {
-	endpoint string
-	cfg      aws.Config
-	queueURL string
-	topicARN string
-	ddb      *dynamodb.Client
-	sqs      *sqs.Client
+// localAddr is where the test runs linegate local: port 3000 as in
+// events/env.json, on a loopback address of its own (so a developer's
+// `linegate local` on 127.0.0.1:3000 does not collide), which the
+// function's /etc/hosts names host.docker.internal as SAM's
+// --add-host host.docker.internal:host-gateway does.
+const localAddr = "127.0.0.2:3000"
+
+// requireHosts fails in CI, and skips loudly elsewhere, when the function
+// cannot get its own /etc/hosts.
+func requireHosts(t *testing.T) {
+	t.Helper()
+	if err := coldstart.CheckHosts(context.Background()); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must resolve host.docker.internal for the emulated functions (run as root with unshare(1), util-linux): %v", err)
+		}
+		t.Skipf("SKIPPED LOUDLY: %v; the samples run against linegate local in CI", err)
+	}
 }
 
-const busName = "linegate"
-
-func newCloud(t *testing.T) *cloud {
+// startLocal starts a fresh linegate local on localAddr with the example
+// bot, and a rule that copies every webhook event to a queue the test
+// drains, to count what the webhook published.
+func startLocal(t *testing.T) (*local.Runtime, func() int) {
 	t.Helper()
+	var rt *local.Runtime
+	var err error
+	for range 50 { // the previous sample's runtime may still hold the port a moment
+		rt, err = local.Start(context.Background(), local.Config{
+			Template: filepath.Join(repoRoot, "template.yaml"), Addr: localAddr,
+			Getenv: func(string) string { return "" },
+			Bot:    func(c config.Worker) *bot.Router { return app.New(app.Config{Probes: c.Probes}) },
+		})
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("linegate local on %s: %v", localAddr, err)
+	}
+	t.Cleanup(func() { rt.Close() })
 	ctx := context.Background()
-	endpoint := motoserver.Start(t)
-	c := &cloud{endpoint: endpoint, cfg: motoserver.Config(endpoint)}
-	c.ddb = dynamodb.NewFromConfig(c.cfg)
-	c.sqs = sqs.NewFromConfig(c.cfg)
-	eb := eventbridge.NewFromConfig(c.cfg)
-	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(busName)}); err != nil {
-		t.Fatalf("create bus: %v", err)
-	}
-	q, err := c.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("published")})
-	if err != nil {
-		t.Fatalf("create queue: %v", err)
-	}
-	c.queueURL = *q.QueueUrl
-	attrs, err := c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatalf("queue arn: %v", err)
-	}
-	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("all"), EventBusName: aws.String(busName),
-		EventPattern: aws.String(`{"source":["line.webhook"]}`)}); err != nil {
-		t.Fatalf("put rule: %v", err)
-	}
-	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("all"), EventBusName: aws.String(busName),
-		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}}}); err != nil {
-		t.Fatalf("put targets: %v", err)
-	}
-	topic, err := sns.NewFromConfig(c.cfg).CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("linegate-ops")})
-	if err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	c.topicARN = *topic.TopicArn
-	return c
-}
-
-// table creates a fresh idempotency table, so each sample starts unseen.
-func (c *cloud) table(t *testing.T, name string) string {
-	t.Helper()
-	_, err := c.ddb.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: ddbtypes.KeyTypeHash}},
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-	})
-	if err != nil {
-		t.Fatalf("create table %s: %v", name, err)
-	}
-	return name
-}
-
-// published drains the queue the bus copies into and returns the events
-// that reached it.
-func (c *cloud) published(t *testing.T) []envelope.Detail {
-	t.Helper()
-	ctx := context.Background()
-	var out []envelope.Detail
-	for {
-		r, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(c.queueURL), MaxNumberOfMessages: 10})
-		if err != nil {
-			t.Fatalf("receive: %v", err)
-		}
-		if len(r.Messages) == 0 {
-			return out
-		}
-		for _, m := range r.Messages {
-			_, env, err := envelope.Decode([]byte(aws.ToString(m.Body)))
-			if err != nil {
-				t.Errorf("the bus delivered something that is not an envelope: %v", err)
-			}
-			out = append(out, env)
-			if _, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(c.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatalf("delete: %v", err)
-			}
-		}
-	}
-}
-
-// env is what `sam local invoke --env-vars events/env.json` gives fn, with
-// AWS pointed at moto and LINE at line.
-func (c *cloud) env(t *testing.T, fn string, extra map[string]string) map[string]string {
-	t.Helper()
-	env := coldstart.OfflineEnv(fn)
-	sample, err := coldstart.SampleEnv(repoRoot, fn)
+	c := rt.Cloud()
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("published")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps.Copy(env, sample)
-	maps.Copy(env, map[string]string{
-		"AWS_ENDPOINT_URL":      c.endpoint,
-		"AWS_REGION":            motoserver.Region,
-		"AWS_ACCESS_KEY_ID":     "testing",
-		"AWS_SECRET_ACCESS_KEY": "testing",
-		"EVENT_BUS_NAME":        busName,
-		"OPS_TOPIC_ARN":         c.topicARN,
-		"AWS_XRAY_SDK_DISABLED": "true",
-	})
-	maps.Copy(env, extra)
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("count"), EventBusName: aws.String(local.DefaultBus),
+		EventPattern: aws.String(`{"source":["line.webhook"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("count"), EventBusName: aws.String(local.DefaultBus),
+		Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}}}); err != nil {
+		t.Fatal(err)
+	}
+	published := func() int {
+		n := 0
+		for {
+			r, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Messages) == 0 {
+				return n
+			}
+			for _, m := range r.Messages {
+				n++
+				_, _ = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle})
+			}
+		}
+	}
+	return rt, published
+}
+
+// samEnv is exactly what `sam local invoke <fn> --env-vars events/env.json`
+// gives the function on a machine without AWS credentials, from a clean
+// shell, in the provided.al2023 image.
+func samEnv(t *testing.T, fn string) map[string]string {
+	t.Helper()
+	env, err := coldstart.SAMEnvironment(filepath.Join(repoRoot, "template.yaml"), filepath.Join(repoRoot, "events", "env.json"), coldstart.LogicalID(fn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(env, coldstart.ImageEnv)
 	return env
 }
 
-// run starts fn fresh (as sam local invoke does per call), invokes it with
-// the sample and returns the response.
+// run starts fn fresh under the emulator with env and host.docker.internal
+// resolving to linegate local (as sam local invoke does per call), invokes
+// it with the sample and returns the response.
 func run(t *testing.T, bin coldstart.Binary, env map[string]string, sample string) []byte {
 	t.Helper()
 	event, err := os.ReadFile(filepath.Join(repoRoot, "events", sample))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	iv, err := coldstart.Start(ctx, bin, env)
+	host, _, _ := strings.Cut(localAddr, ":")
+	iv, err := coldstart.Start(ctx, bin, env, coldstart.WithHosts(map[string]string{"host.docker.internal": host}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,98 +274,168 @@ func run(t *testing.T, bin coldstart.Binary, env map[string]string, sample strin
 	if iv.Init() <= 0 {
 		t.Errorf("%s: no INIT duration was reported\n%s", sample, iv.Logs())
 	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("%s logs:\n%s", sample, iv.Logs())
+	}
 	return out
 }
 
-func TestEveryEventThroughTheBuiltBinaries(t *testing.T) {
+// getJSON reads one of linegate local's inspect endpoints.
+func getJSON(t *testing.T, rt *local.Runtime, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(rt.URL() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// eventually polls cond until it holds or 10 s pass, then fails with what
+// it saw.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s; last saw %s", what, saw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEveryEventUnderSAMsEnvironment is `sam local invoke` with every
+// sample, offline, with linegate local as the only service: each function is
+// built by the Makefile's recipe, runs under the Runtime Interface Emulator
+// with exactly the environment SAM builds from template.yaml and
+// events/env.json (and the image's), resolves host.docker.internal to
+// linegate local through its own /etc/hosts, and must give the outcome in
+// events/expected.json. A webhook sample's event must then reach the
+// pipeline (/_local/events), a notifier sample's card LINE
+// (/_local/line/messages).
+func TestEveryEventUnderSAMsEnvironment(t *testing.T) {
 	requireEmulator(t)
+	requireHosts(t)
 	want := expectations(t)
 	files := samples(t, want)
 	if t.Failed() {
 		t.FailNow()
 	}
-	c := newCloud(t)
 
 	t.Run("webhook", func(t *testing.T) {
 		bin := hostBinary(t, "webhook")
-		c.published(t) // start from an empty queue
+		env := samEnv(t, "webhook")
 		for _, name := range files["webhook"] {
 			t.Run(name, func(t *testing.T) {
 				w := want[name]
-				out := run(t, bin, c.env(t, "webhook", nil), name)
+				rt, published := startLocal(t)
+				out := run(t, bin, env, name)
 				var resp events.APIGatewayProxyResponse
 				if err := json.Unmarshal(out, &resp); err != nil {
 					t.Fatalf("not a proxy response: %v: %s", err, out)
 				}
-				got := c.published(t)
-				if resp.StatusCode != w.Status || len(got) != w.Published {
-					t.Fatalf("statusCode %d and %d events on the bus, want %d and %d (body %s)", resp.StatusCode, len(got), w.Status, w.Published, resp.Body)
+				if resp.StatusCode != w.Status {
+					t.Fatalf("statusCode %d, want %d (body %s)", resp.StatusCode, w.Status, resp.Body)
 				}
+				got := 0
+				eventually(t, fmt.Sprintf("%d event(s) on linegate local's bus", w.Published), func() (bool, string) {
+					got += published()
+					return got == w.Published, fmt.Sprint(got)
+				})
+				if w.Published == 0 {
+					return
+				}
+				eventually(t, "the sample's events in /_local/events", func() (bool, string) {
+					var evs []struct{ WebhookEventID, Outcome string }
+					getJSON(t, rt, "/_local/events", &evs)
+					return len(evs) > 0 && evs[0].Outcome != "", fmt.Sprint(evs)
+				})
 			})
 		}
 	})
 
 	t.Run("worker", func(t *testing.T) {
 		bin := hostBinary(t, "worker")
-		for i, name := range files["worker"] {
+		env := samEnv(t, "worker")
+		for _, name := range files["worker"] {
 			t.Run(name, func(t *testing.T) {
 				w := want[name]
-				line := linemock.New(linemock.WithAcceptUnknownReplyTokens())
-				srv := httptest.NewServer(line)
-				defer srv.Close()
-				env := c.env(t, "worker", map[string]string{
-					"IDEMPOTENCY_TABLE": c.table(t, fmt.Sprintf("idempotency-%d", i)),
-					"LINE_API_BASE_URL": srv.URL,
-				})
-				out := run(t, bin, env, name)
-				var resp events.SQSEventResponse
-				if err := json.Unmarshal(out, &resp); err != nil {
-					t.Fatalf("not an SQSEventResponse: %v: %s", err, out)
-				}
-				failed := []string{}
-				for _, f := range resp.BatchItemFailures {
-					failed = append(failed, f.ItemIdentifier)
-				}
-				slices.Sort(failed)
-				wantFailed := slices.Sorted(slices.Values(w.Failures))
-				if !slices.Equal(failed, wantFailed) {
-					t.Errorf("batchItemFailures %v, want %v", failed, wantFailed)
-				}
-				if n := len(line.Messages()); n != w.Messages {
-					t.Errorf("%d messages sent to LINE, want %d", n, w.Messages)
+				rt, _ := startLocal(t)
+				checkFailures(t, run(t, bin, env, name), w.Failures)
+				if n := len(rt.LINE().Messages()); n != w.Messages {
+					t.Errorf("%d messages sent to linegate local's LINE API, want %d", n, w.Messages)
 				}
 			})
 		}
 	})
 
 	t.Run("notifier", func(t *testing.T) {
-		if len(files["notifier"]) == 0 {
-			t.Log("NOTE: events/ has no notifier-*.json sample yet; nothing to invoke")
-			return
-		}
 		bin := hostBinary(t, "notifier")
+		env := samEnv(t, "notifier")
 		for _, name := range files["notifier"] {
 			t.Run(name, func(t *testing.T) {
 				w := want[name]
-				line := linemock.New()
-				srv := httptest.NewServer(line)
-				defer srv.Close()
-				out := run(t, bin, c.env(t, "notifier", map[string]string{"LINE_API_BASE_URL": srv.URL}), name)
-				if s := strings.TrimSpace(string(out)); s != "null" && s != "" {
-					t.Errorf("response %s, want null (the handler returns only an error)", s)
-				}
+				rt, _ := startLocal(t)
+				checkFailures(t, run(t, bin, env, name), w.Failures)
+				var msgs []struct{ To, Via string }
+				getJSON(t, rt, "/_local/line/messages", &msgs)
 				pushes := 0
-				for _, m := range line.Messages() {
-					if m.Via == linemock.ViaPush {
+				for _, m := range msgs {
+					if m.Via == string(linemock.ViaPush) && m.To == local.DefaultOperator {
 						pushes++
 					}
 				}
 				if pushes != w.Messages || pushes == 0 {
-					t.Errorf("%d pushes recorded, want %d (and at least one)", pushes, w.Messages)
+					t.Errorf("%d cards pushed to the operator in /_local/line/messages, want %d (and at least one): %v", pushes, w.Messages, msgs)
 				}
 			})
 		}
 	})
+}
+
+// TestBuildRunsTheMakefileRecipe checks the bootstraps come from the
+// Makefile's recipe, the one SAM's `BuildMethod: makefile` runs: their build
+// settings show its tags and -trimpath.
+func TestBuildRunsTheMakefileRecipe(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skipf("SKIPPED LOUDLY: the Makefile builds for linux, this is %s", runtime.GOOS)
+	}
+	for _, fn := range []string{"webhook", "worker", "notifier"} {
+		bin := hostBinary(t, fn)
+		out, err := exec.Command("go", "version", "-m", bin.Path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go version -m %s: %v\n%s", bin.Path, err, out)
+		}
+		for _, setting := range []string{"-tags=lambda.norpc", "-trimpath=true", "CGO_ENABLED=0", "GOOS=linux"} {
+			if !strings.Contains(string(out), "build\t"+setting+"\n") {
+				t.Errorf("%s: build setting %s missing:\n%s", fn, setting, out)
+			}
+		}
+	}
+}
+
+// checkFailures reads an SQS-triggered function's response (the worker's and
+// the notifier's) and compares its batch item failures with want.
+func checkFailures(t *testing.T, out []byte, want []string) {
+	t.Helper()
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("not an SQSEventResponse: %v: %s", err, out)
+	}
+	failed := []string{}
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	slices.Sort(failed)
+	if wantSorted := slices.Sorted(slices.Values(want)); !slices.Equal(failed, wantSorted) {
+		t.Errorf("batchItemFailures %v, want %v", failed, wantSorted)
+	}
 }
 
 // TestInvokerReportsFailures checks the two ways a real function fails

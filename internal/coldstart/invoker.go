@@ -97,7 +97,7 @@ func Start(ctx context.Context, bin Binary, env map[string]string, opts ...Optio
 	}
 	var last error
 	for range 3 {
-		iv, err := launch(ctx, emu, abs, env, o.startTimeout)
+		iv, err := launch(ctx, emu, abs, env, o)
 		if errors.Is(err, errExitedEarly) {
 			last = err
 			continue
@@ -107,7 +107,8 @@ func Start(ctx context.Context, bin Binary, env map[string]string, opts ...Optio
 	return nil, last
 }
 
-func launch(ctx context.Context, emu, bootstrap string, env map[string]string, timeout time.Duration) (*Invoker, error) {
+func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o options) (*Invoker, error) {
+	timeout := o.startTimeout
 	invokeAddr, err := freeAddr()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", bootstrap, err)
@@ -118,10 +119,19 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, t
 	}
 	// --log-level is explicit so a LOG_LEVEL meant for the function cannot
 	// silence the INIT REPORT line.
-	cmd := exec.Command(emu, "--log-level", "info",
+	args := []string{emu, "--log-level", "info",
 		"--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", runtimeAddr,
-		bootstrap)
+		bootstrap}
+	var hostsFile string
+	if len(o.hosts) > 0 {
+		if hostsFile, err = writeHosts(o.hosts); err != nil {
+			return nil, fmt.Errorf("start %s: %w", bootstrap, err)
+		}
+		defer os.Remove(hostsFile) // the bind mount keeps the inode
+		args = hostsWrapper(hostsFile, args)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = environ(env)
 	ownProcessGroup(cmd)
@@ -173,6 +183,58 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, t
 		case <-tick.C:
 		}
 	}
+}
+
+// hostsWrapper runs args in a new mount namespace with hostsFile bound
+// over /etc/hosts.
+func hostsWrapper(hostsFile string, args []string) []string {
+	return append([]string{"unshare", "--mount", "--", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hostsFile}, args...)
+}
+
+// writeHosts writes the machine's /etc/hosts plus entries to a temporary
+// file.
+func writeHosts(entries map[string]string) (string, error) {
+	base, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return "", fmt.Errorf("read /etc/hosts: %w", err)
+	}
+	f, err := os.CreateTemp("", "coldstart-hosts-")
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	b.Write(base)
+	if len(base) > 0 && base[len(base)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		fmt.Fprintf(&b, "%s %s\n", entries[name], name)
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return "", err
+	}
+	return f.Name(), f.Close()
+}
+
+// ErrNoHosts means WithHosts cannot work here: it needs Linux, root and
+// unshare(1) with mount namespaces.
+var ErrNoHosts = errors.New("a private /etc/hosts needs root and unshare --mount")
+
+// CheckHosts reports whether WithHosts works on this machine, by resolving
+// a name through a private /etc/hosts the way Start would set one up. It
+// returns an error wrapping ErrNoHosts when it does not.
+func CheckHosts(ctx context.Context) error {
+	file, err := writeHosts(map[string]string{"coldstart-check.invalid": "127.0.0.1"})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoHosts, err)
+	}
+	defer os.Remove(file)
+	args := hostsWrapper(file, []string{"grep", "-q", "coldstart-check.invalid", "/etc/hosts"})
+	if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %v: %s", ErrNoHosts, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // environ is the emulator's (and so the function's) environment: PATH and

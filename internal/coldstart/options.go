@@ -29,6 +29,7 @@ type options struct {
 	starts       int
 	noZip        bool
 	env          map[string]map[string]string
+	hosts        map[string]string
 }
 
 func newOptions(opts []Option) options {
@@ -39,8 +40,8 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// WithGo sets the go command Build (and Report) run, instead of the one on
-// PATH.
+// WithGo sets the go command the Makefile's recipe runs (its GO variable)
+// in Build and Report, instead of the one on PATH.
 func WithGo(path string) Option { return func(o *options) { o.goBin = path } }
 
 // WithEmulator sets the aws-lambda-rie executable Start (and Report) run,
@@ -87,6 +88,17 @@ func WithEnv(function string, env map[string]string) Option {
 			o.env[function][k] = v
 		}
 	}
+}
+
+// WithHosts makes Start run the emulator, and so the function, in a private
+// mount namespace whose /etc/hosts is the machine's plus these entries (name
+// → address), the way Docker's --add-host gives a container its own
+// /etc/hosts: SAM on Linux runs functions with --add-host
+// host.docker.internal:host-gateway. It needs root and unshare(1) (see
+// CheckHosts); the network is the host's, so the address is usually
+// 127.0.0.1 where Docker's would be the bridge gateway.
+func WithHosts(entries map[string]string) Option {
+	return func(o *options) { o.hosts = entries }
 }
 
 // FindEmulator returns the path of aws-lambda-rie: from PATH, else GOBIN,

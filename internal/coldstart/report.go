@@ -156,9 +156,8 @@ func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error
 }
 
 func measure(ctx context.Context, repoRoot, fn, dir string, o options, opts []Option) (Row, error) {
-	src := filepath.Join(repoRoot, "functions", fn)
 	row := Row{Function: fn, InitArch: runtime.GOOS + "/" + runtime.GOARCH}
-	deploy, err := Build(ctx, src, DeployOS, DeployArch, filepath.Join(dir, DeployArch), opts...)
+	deploy, err := Build(ctx, repoRoot, fn, DeployArch, filepath.Join(dir, DeployArch), opts...)
 	if err != nil {
 		return row, err
 	}
@@ -168,7 +167,7 @@ func measure(ctx context.Context, repoRoot, fn, dir string, o options, opts []Op
 			return row, err
 		}
 	}
-	host, err := Build(ctx, src, runtime.GOOS, runtime.GOARCH, filepath.Join(dir, "host"), opts...)
+	host, err := Build(ctx, repoRoot, fn, runtime.GOARCH, filepath.Join(dir, "host"), opts...)
 	if err != nil {
 		return row, err
 	}

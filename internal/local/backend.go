@@ -41,7 +41,7 @@ type backend interface {
 	stats(ctx context.Context, url string) (queueStats, error)
 	// subscribe delivers every message on a topic to fn as Lambda's SNS event.
 	subscribe(ctx context.Context, topicARN string, fn func(context.Context, events.SNSEvent) error) error
-	store(ctx context.Context, table template.Table) (idempotency.Store, error)
+	store(ctx context.Context, table template.Table) (tableStore, error)
 	close()
 }
 
@@ -57,7 +57,7 @@ func newMemBackend(top *template.Topology, scale float64, log *slog.Logger) *mem
 }
 
 func (b *memBackend) ports() cloudPorts {
-	return cloudPorts{bus: b.c, ops: b.c, queues: b.c, rules: b.c, topics: b.c}
+	return cloudPorts{bus: b.c, ops: b.c, queues: b.c, rules: b.c, topics: b.c, events: b.c, notify: b.c}
 }
 func (b *memBackend) stats(_ context.Context, url string) (queueStats, error) {
 	s := b.c.QueueStats(url)
@@ -69,7 +69,7 @@ func (b *memBackend) subscribe(_ context.Context, arn string, fn func(context.Co
 	_, err := b.c.SubscribeFunc(arn, fn)
 	return err
 }
-func (b *memBackend) store(context.Context, template.Table) (idempotency.Store, error) {
+func (b *memBackend) store(context.Context, template.Table) (tableStore, error) {
 	return idempotency.NewMemory(), nil
 }
 func (b *memBackend) close() { _ = b.c.Close() }
@@ -109,7 +109,7 @@ func newEndpointBackend(endpoint, region string, log *slog.Logger) *endpointBack
 }
 
 func (b *endpointBackend) ports() cloudPorts {
-	return cloudPorts{bus: b.c.EventBridge, ops: b.c.SNS, queues: b.c.SQS, rules: b.c.EventBridge, topics: b.c.SNS}
+	return cloudPorts{bus: b.c.EventBridge, ops: b.c.SNS, queues: b.c.SQS, rules: b.c.EventBridge, topics: b.c.SNS, events: b.c.EventBridge, notify: b.c.SNS}
 }
 
 func (b *endpointBackend) stats(ctx context.Context, url string) (queueStats, error) {
@@ -202,7 +202,7 @@ func snsEventFromNotification(body string) (events.SNSEvent, error) {
 }
 
 // store creates the idempotency table on the endpoint (on-demand, TTL on).
-func (b *endpointBackend) store(ctx context.Context, t template.Table) (idempotency.Store, error) {
+func (b *endpointBackend) store(ctx context.Context, t template.Table) (tableStore, error) {
 	db := dynamodb.NewFromConfig(b.cfg)
 	key := t.HashKey
 	if key == "" {
@@ -250,13 +250,14 @@ type ruleMaker interface {
 	PutTargets(ctx context.Context, in *eventbridge.PutTargetsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutTargetsOutput, error)
 }
 
-// topicMaker is the SNS call provisioning makes.
+// topicMaker is the SNS calls provisioning makes.
 type topicMaker interface {
 	CreateTopic(ctx context.Context, in *sns.CreateTopicInput, optFns ...func(*sns.Options)) (*sns.CreateTopicOutput, error)
+	Subscribe(ctx context.Context, in *sns.SubscribeInput, optFns ...func(*sns.Options)) (*sns.SubscribeOutput, error)
 }
 
 // provision creates the template's queues, buses, rules with their targets,
-// and topics, identically on both backends.
+// topics and their queue subscriptions, identically on both backends.
 func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics topicMaker, top *template.Topology) (resources, error) {
 	res := resources{queueURL: map[string]string{}, queueARN: map[string]string{}, topicARN: map[string]string{}}
 	urls, arns, topicARNs := res.queueURL, res.queueARN, res.topicARN
@@ -297,7 +298,11 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 		if b.Name == "default" {
 			continue
 		}
-		if _, err := rules.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil {
+		// A second start against the same endpoint finds the bus there:
+		// reuse it (queues, topics, rules and targets are created
+		// idempotently by their APIs already).
+		var exists *ebtypes.ResourceAlreadyExistsException
+		if _, err := rules.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(b.Name)}); err != nil && !errors.As(err, &exists) {
 			return res, fmt.Errorf("create bus %s: %w", b.Name, err)
 		}
 	}
@@ -307,6 +312,14 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 			return res, fmt.Errorf("create topic %s: %w", t.Name, err)
 		}
 		topicARNs[t.LogicalID] = aws.ToString(out.TopicArn)
+	}
+	for _, sub := range top.Subscriptions {
+		if _, err := topics.Subscribe(ctx, &sns.SubscribeInput{
+			TopicArn: aws.String(topicARNs[sub.Topic]), Protocol: aws.String("sqs"), Endpoint: aws.String(arns[sub.Queue]),
+			Attributes: map[string]string{"RawMessageDelivery": strconv.FormatBool(sub.RawMessageDelivery)},
+		}); err != nil {
+			return res, fmt.Errorf("subscribe %s to %s: %w", sub.Queue, sub.Topic, err)
+		}
 	}
 	for _, r := range top.Rules {
 		if len(r.Pattern) == 0 {

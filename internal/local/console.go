@@ -119,7 +119,7 @@ func (p *printer) record(res worker.Result) {
 	switch {
 	case res.Outcome != worker.OutcomeFailed:
 	case res.Panicked:
-		why = ": handler panicked, crash report sent on the first receive"
+		why = ": handler panicked, crash report sent once per event (24 h)"
 	case errors.Is(res.Err, idempotency.ErrInProgress):
 		why = ": still in progress in another invocation; retried after the visibility timeout"
 	case errors.Is(res.Err, context.DeadlineExceeded):
@@ -138,6 +138,15 @@ func (p *printer) deadLettered(id, dlq string) {
 
 func (p *printer) alarm(name, from, to string) {
 	p.line("alarm     %s  %s → %s", name, from, to)
+}
+
+// notifiedBatch reports one notifier invocation on the ops queue.
+func (p *printer) notifiedBatch(records, failed int, operators []string) {
+	if failed > 0 {
+		p.line("notifier  %d alert(s): %d failed to push, retried after the visibility timeout", records, failed)
+		return
+	}
+	p.line("notifier  %d alert(s) coalesced and pushed to %s", records, strings.Join(operators, ", "))
 }
 
 func (p *printer) notified(records int, operators []string, err error) {

@@ -23,11 +23,18 @@ type sqsPoller interface {
 }
 
 // eventSource is one SQS event source mapping, polled like Lambda does: long
-// polls for up to BatchSize messages (waiting up to the batching window for
-// a fuller batch), one invocation per batch with the function's timeout,
-// then a delete of every record the function did not report as failed.
-// Failed records stay in flight until their visibility timeout ends, and the
+// polls until a message comes, then, with a batching window, keeps receiving
+// until the batch holds BatchSize messages (up to 10,000) or the window has
+// passed; one invocation per batch with the function's timeout, then a
+// delete of every record the function did not report as failed. Failed
+// records stay in flight until their visibility timeout ends, and the
 // queue's redrive policy moves them to the DLQ after maxReceiveCount.
+//
+// The batching window is divided by the time scale like the queue's
+// visibility timeout, so that the template's relation between the two
+// (visibility ≥ 6 × timeout + window) holds: a message gathered at the
+// start of a window never reappears before the window ends. At a time scale
+// over 1 a burst is gathered over a shorter time, and coalesced less.
 type eventSource struct {
 	runtime *Runtime
 	sqs     sqsPoller
@@ -38,6 +45,7 @@ type eventSource struct {
 	arn     string
 	handle  func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	metrics interface{ Flush() error }
+	alerts  bool // the notifier's mapping: its dead letters are alerts, not LINE events
 }
 
 // poll receives and invokes until ctx ends. When crashed is closed mid-
@@ -57,15 +65,41 @@ func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
 		if len(msgs) == 0 {
 			continue
 		}
-		// Batching window: wait (once) for a fuller batch.
-		if len(msgs) < batch && s.mapping.BatchingWindow > 0 {
-			wctx, cancel := context.WithTimeout(ctx, scaled(s.mapping.BatchingWindow, s.runtime.cfg.TimeScale))
-			more, _ := s.receive(wctx, int32(batch-len(msgs)), 0)
-			cancel()
-			msgs = append(msgs, more...)
-		}
-		s.invoke(ctx, msgs, crashed)
+		s.invoke(ctx, s.gather(ctx, msgs), crashed)
 	}
+}
+
+// gatherIdle is how long gather pauses between short polls in the last
+// second of a batching window.
+const gatherIdle = 50 * time.Millisecond
+
+// gather fills a batch as Lambda does with a batching window: it keeps
+// receiving until the batch holds BatchSize messages or the window, counted
+// from the first message, has passed. Each receive asks for at most 10 and
+// long-polls no longer than the window has left, so no receive outlives the
+// window (a cancelled receive could leave messages in flight unseen).
+func (s *eventSource) gather(ctx context.Context, msgs []sqstypes.Message) []sqstypes.Message {
+	size, window := max(1, s.mapping.BatchSize), scaled(s.mapping.BatchingWindow, s.runtime.cfg.TimeScale)
+	if window <= 0 {
+		return msgs
+	}
+	end := time.Now().Add(window)
+	for len(msgs) < size && ctx.Err() == nil {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		wait := int32(min(left/time.Second, maxLocalPollWait))
+		more, err := s.receive(ctx, int32(min(size-len(msgs), 10)), wait)
+		if err != nil {
+			break
+		}
+		msgs = append(msgs, more...)
+		if len(more) == 0 && wait == 0 {
+			_ = backoff.Sleep(ctx, min(gatherIdle, time.Until(end)))
+		}
+	}
+	return msgs
 }
 
 func (s *eventSource) receive(ctx context.Context, n int32, wait int32) ([]sqstypes.Message, error) {
@@ -131,18 +165,26 @@ func (s *eventSource) noteFailure(r events.SQSMessage) {
 	if s.queue.MaxReceiveCount == 0 || n < s.queue.MaxReceiveCount {
 		return
 	}
+	if s.alerts {
+		s.runtime.out.line("notifier  alert %s failed its last receive: moving to %s", r.MessageId, s.dlqName())
+		return
+	}
 	id := r.MessageId
 	if _, env, err := envelope.Decode([]byte(r.Body)); err == nil {
 		if h := eventHead(env.Event); h.WebhookEventID != "" {
 			id = h.WebhookEventID
 		}
 	}
-	dlq := s.queue.RedriveTarget
-	if q, ok := s.runtime.queue(dlq); ok {
-		dlq = q.Name
+	s.runtime.events.deadLettered(id, s.dlqName())
+	s.runtime.out.deadLettered(id, s.dlqName())
+}
+
+// dlqName is the physical name of the queue's DLQ.
+func (s *eventSource) dlqName() string {
+	if q, ok := s.runtime.queue(s.queue.RedriveTarget); ok {
+		return q.Name
 	}
-	s.runtime.events.deadLettered(id, dlq)
-	s.runtime.out.deadLettered(id, dlq)
+	return s.queue.RedriveTarget
 }
 
 func (s *eventSource) record(m sqstypes.Message) events.SQSMessage {

@@ -103,3 +103,65 @@ func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
 		})
 	}
 }
+
+// With a batching window the mapping gathers like Lambda: until the batch
+// is full or the window, counted from the first message, has passed — and
+// a batch over SQS's 10 per receive is gathered over several receives.
+func TestEventSourceBatchingWindow(t *testing.T) {
+	tests := []struct {
+		name      string
+		batchSize int
+		window    time.Duration
+		wantFirst int // records in the first invocation
+	}{
+		{name: "no window: what one receive returns", batchSize: 100, wantFirst: 10},
+		{name: "the window gathers the whole burst", batchSize: 100, window: time.Second, wantFirst: 25},
+		{name: "a full batch goes before the window ends", batchSize: 12, window: 5 * time.Second, wantFirst: 12},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mem.New()
+			defer c.Close()
+			ctx := context.Background()
+			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("ops"), Attributes: map[string]string{"VisibilityTimeout": "60"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: newPrinter(io.Discard),
+				events: newEventLog(0), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 1}}
+			batches := make(chan int, 10)
+			es := &eventSource{runtime: rt, sqs: c, fn: template.Function{Name: "notifier", Timeout: time.Second},
+				mapping: template.SQSMapping{BatchSize: tt.batchSize, BatchingWindow: tt.window, ReportBatchItemFailures: true},
+				queue:   template.Queue{Name: "ops"}, url: aws.ToString(q.QueueUrl), metrics: nopFlush{}, alerts: true,
+				handle: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					batches <- len(ev.Records)
+					return events.SQSEventResponse{}, nil
+				}}
+			// The burst is in the queue before the poller starts, but for
+			// its last 5 messages, which come 300 ms later.
+			send := func(n int) {
+				for range n {
+					if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(`{}`)}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			send(20)
+			pctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+			time.Sleep(300 * time.Millisecond)
+			send(5)
+			select {
+			case got := <-batches:
+				if got != tt.wantFirst {
+					t.Errorf("first invocation had %d records, want %d", got, tt.wantFirst)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("no invocation within 10 s")
+			}
+			cancel()
+			<-done
+		})
+	}
+}

@@ -86,7 +86,7 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET /_local/line/messages", none)
 		mux.HandleFunc("GET /_local/line/loading", none)
 	}
-	mux.Handle("POST /{$}", r.sqsShim(r.ports.queues))
+	mux.Handle("POST /{$}", r.awsAPI())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -294,9 +294,10 @@ func TestWalkthrough(t *testing.T) {
 		}
 	})
 
+	var panicID string
 	t.Run("probe:panic sends the operator a crash card", func(t *testing.T) {
-		id := deliver(t, lp, lp.Text(user, "probe:panic"))
-		waitMessage(t, rt, 10*time.Second, DefaultOperator, "push", id)
+		panicID = deliver(t, lp, lp.Text(user, "probe:panic"))
+		waitMessage(t, rt, 10*time.Second, DefaultOperator, "push", panicID)
 	})
 
 	t.Run("probe:fail ends in the DLQ, raises the alarm, notifies, and redrive brings it back", func(t *testing.T) {
@@ -326,6 +327,24 @@ func TestWalkthrough(t *testing.T) {
 		// every receive, heads back to the DLQ).
 		waitEvent(t, rt, 10*time.Second, id, "received again after the redrive", func(e eventView) bool { return e.ReceiveCount > 5 })
 		eventually(t, 10*time.Second, "the alarm back to OK", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateOK })
+		// The redriven probe:panic panics on five more receives and is
+		// dead-lettered again, without paging again: its crash marker holds
+		// for 24 h.
+		eventually(t, 30*time.Second, "the redriven panic dead-lettered again", func() bool {
+			e, _ := event(t, rt, panicID)
+			return e.Outcome == "dead-lettered"
+		})
+		crashCards := 0
+		for _, m := range messages(t, rt) {
+			for _, raw := range m.Messages {
+				if m.To == DefaultOperator && strings.Contains(string(raw), "[CRASH") && strings.Contains(string(raw), panicID) {
+					crashCards++
+				}
+			}
+		}
+		if crashCards != 1 {
+			t.Fatalf("%d crash cards for the redriven panic %s; want the first one only", crashCards, panicID)
+		}
 		if _, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveQueue", redrive.Options{}); err == nil {
 			t.Fatal("redrive from a queue that is no DLQ: want an error")
 		}
@@ -398,4 +417,20 @@ func TestEndpointBackendAgainstMoto(t *testing.T) {
 			t.Fatalf("queue %s not created on the endpoint: %v", q, out.QueueUrls)
 		}
 	}
+}
+
+// A second start against the same endpoint reuses what the first created
+// (the bus answers ResourceAlreadyExists, queues and topics are returned
+// as they are) instead of failing.
+func TestEndpointBackendSecondStartOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	first, _ := start(t, Config{TimeScale: 1, EndpointURL: ep})
+	first.Close()
+	second, lp := start(t, Config{TimeScale: 1, EndpointURL: ep})
+	user := "U4444444444444444444444444444444d"
+	deliver(t, lp, lp.Text(user, "hello again"))
+	eventually(t, 30*time.Second, "the echo after a second start", func() bool {
+		_, ok := findMessage(t, second, user, "reply", "hello again")
+		return ok
+	})
 }

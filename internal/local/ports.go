@@ -10,11 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/pkg/worker"
 )
 
 // cloudPorts are the cloud clients the runtime hands its consumers. Each
@@ -25,12 +27,16 @@ type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller     // event source mappings
-		redriveQueues // the SQS shim `linegate redrive` talks to
-		queueMaker    // provisioning
+		sqsPoller   // event source mappings
+		awswire.SQS // the AWS endpoint: `linegate redrive`, functions under `sam local invoke`
+		queueMaker  // provisioning
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning
+	// events and notify are the whole EventBridge and SNS the AWS endpoint
+	// serves (the bus above is the webhook's, with tracing and latency).
+	events awswire.EventBridge
+	notify awswire.SNS
 }
 
 // The in-memory cloud is not reached through the SDK, so its calls are
@@ -70,10 +76,18 @@ func (t tracedTopics) Publish(ctx context.Context, in *sns.PublishInput, opts ..
 	return out, err
 }
 
+// tableStore is what the worker keeps in the idempotency table: event
+// records and crash markers, handlers' steps and chat sessions. Both
+// backends' stores are one.
+type tableStore interface {
+	idempotency.Store
+	worker.StateStore
+}
+
 // tracedStore records the idempotency store's calls as the DynamoDB
 // operations they are in AWS.
 type tracedStore struct {
-	next   idempotency.Store
+	next   tableStore
 	region string
 }
 
@@ -96,6 +110,34 @@ func (s tracedStore) Release(ctx context.Context, key string) error {
 	err := s.next.Release(ctx, key)
 	span.End(err)
 	return err
+}
+
+func (s tracedStore) ClaimValue(ctx context.Context, key string, d time.Duration) ([]byte, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
+	v, err := s.next.ClaimValue(ctx, key, d)
+	span.End(nil) // a refused claim is an answer, not a fault
+	return v, err
+}
+
+func (s tracedStore) CompleteValue(ctx context.Context, key string, v []byte, d time.Duration) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "UpdateItem", s.region)
+	err := s.next.CompleteValue(ctx, key, v, d)
+	span.End(err)
+	return err
+}
+
+func (s tracedStore) Get(ctx context.Context, key string) (idempotency.Versioned, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "GetItem", s.region)
+	v, err := s.next.Get(ctx, key)
+	span.End(err)
+	return v, err
+}
+
+func (s tracedStore) Put(ctx context.Context, key string, v []byte, expected int64, d time.Duration) (int64, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
+	n, err := s.next.Put(ctx, key, v, expected, d)
+	span.End(nil) // a conflict is an answer, not a fault
+	return n, err
 }
 
 // acceptance is what one webhook request put on the bus, for its console

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/template"
@@ -44,6 +45,7 @@ const (
 	DefaultSecret   = "local-channel-secret"
 	DefaultOperator = "U0000000000000000000000000000cafe"
 	DefaultToken    = "local-channel-access-token"
+	DefaultBus      = "linegate"
 	// DefaultTraces is how many X-Ray traces /_local/traces keeps, the
 	// newest (a worker batch's trace holds a few dozen segments).
 	DefaultTraces    = 200
@@ -89,13 +91,35 @@ type Config struct {
 	Traces int
 }
 
+// TemplateParams is params plus the values linegate local gives the
+// template's parameters that a deploy must set or that are derived per stack:
+// OperatorLineIds (required, no default) from OPERATOR_LINE_IDS or
+// DefaultOperator, and EventBusName "linegate" (a deployed stack derives a
+// name unique to it; locally there is one stack). params wins.
+func TemplateParams(params map[string]string, getenv func(string) string) map[string]string {
+	out := map[string]string{
+		"OperatorLineIds": DefaultOperator,
+		"EventBusName":    DefaultBus,
+	}
+	if getenv != nil {
+		if ids := getenv("OPERATOR_LINE_IDS"); ids != "" {
+			out["OperatorLineIds"] = ids
+		}
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
 // Runtime is a running local pipeline.
 type Runtime struct {
 	cfg       Config
 	top       *template.Topology
 	back      backend
 	ports     cloudPorts
-	mem       *mem.Cloud // nil with the endpoint backend
+	mem       *mem.Cloud      // nil with the endpoint backend
+	tables    *awswire.Tables // the AWS endpoint's DynamoDB; nil with the endpoint backend
 	workers   []*workerRun
 	workersMu sync.Mutex
 	res       resources
@@ -186,7 +210,7 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		topts = append(topts, template.WithAccountID(account))
 	}
-	top, err := template.Load(cfg.Template, cfg.Params, topts...)
+	top, err := template.Load(cfg.Template, TemplateParams(cfg.Params, cfg.Getenv), topts...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}
@@ -246,6 +270,10 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
+		r.tables = awswire.NewTables(r.top.Region, r.top.AccountID)
+		for _, t := range r.top.Tables {
+			r.tables.CreateTable(t.Name, orDefault(t.HashKey, "id"), "S")
+		}
 		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
@@ -352,9 +380,10 @@ func (r *Runtime) common(function string) (compose.Common, *telemetry.Metrics) {
 }
 
 // startFunctions builds each function of the template by what triggers it:
-// an API event makes it the webhook, SQS events the worker, an SNS event the
-// notifier. A template edit (another queue on the worker, another function
-// on a topic) changes what runs here.
+// an API event makes it the webhook; SQS events the notifier when a queue it
+// reads is subscribed to a topic (the OpsQueue), the worker otherwise; an SNS
+// event the notifier. A template edit (another queue on the worker, another
+// function on a topic) changes what runs here.
 func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) error {
 	started := 0
 	for _, f := range r.top.Functions {
@@ -364,12 +393,16 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 			if err := r.startWebhook(ctx, f, env, mux); err != nil {
 				return err
 			}
+		case len(f.SQSEvents) > 0 && r.readsTopic(f):
+			if err := r.startNotifier(ctx, rctx, f, env); err != nil {
+				return err
+			}
 		case len(f.SQSEvents) > 0:
 			if err := r.startWorker(ctx, rctx, f, env); err != nil {
 				return err
 			}
 		case len(f.SNSEvents) > 0:
-			if err := r.startNotifier(ctx, f, env); err != nil {
+			if err := r.startNotifier(ctx, rctx, f, env); err != nil {
 				return err
 			}
 		default:
@@ -505,7 +538,23 @@ func (r *Runtime) Cloud() *mem.Cloud { return r.mem }
 // per webhookEventId, oldest first.
 func (r *Runtime) Events() []EventOutcome { return r.events.list() }
 
-func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env config.Getenv) error {
+// readsTopic reports whether one of f's SQS event sources reads a queue that
+// an SNS topic of the template delivers to: the notifier behind the OpsQueue.
+func (r *Runtime) readsTopic(f template.Function) bool {
+	for _, m := range f.SQSEvents {
+		for _, sub := range r.top.Subscriptions {
+			if sub.Queue == m.Queue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startNotifier runs the notifier on its event sources: SQS mappings of the
+// queues the ops topic feeds (polled like the worker's, with their batching
+// window), or SNS subscriptions delivering each message on its own.
+func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, env config.Getenv) error {
 	cfg, err := config.LoadNotifier(env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
@@ -515,6 +564,21 @@ func (r *Runtime) startNotifier(ctx context.Context, f template.Function, env co
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
+	run := &workerRun{}
+	for _, sm := range f.SQSEvents {
+		q, ok := r.queue(sm.Queue)
+		if !ok {
+			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
+		}
+		handle := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			resp, err := n.HandleQueue(ctx, ev)
+			r.out.notifiedBatch(len(ev.Records), len(resp.BatchItemFailures), cfg.Operators)
+			return resp, err
+		}
+		run.sources = append(run.sources, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q,
+			url: r.res.queueURL[q.LogicalID], arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: m, alerts: true})
+	}
+	run.start(rctx, &r.wg)
 	for _, s := range f.SNSEvents {
 		arn, ok := r.res.topicARN[s.Topic]
 		if !ok {

@@ -295,7 +295,7 @@ func evaluatorFor(t *testing.T, data []byte) *evaluator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newEvaluator(config{region: DefaultRegion, account: DefaultAccountID, stack: DefaultStackName, partition: "aws", urlSuffix: "amazonaws.com"}, root.(map[string]any), nil)
+	e, err := newEvaluator(config{region: DefaultRegion, account: DefaultAccountID, stack: DefaultStackName, partition: "aws", urlSuffix: "amazonaws.com"}, root.(map[string]any), required)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,6 +113,11 @@ func init() {
 		"AWS::IAM::Role": {service: "iam", nameProp: "RoleName", ref: refName, attrs: map[string]func(*evaluator, *resource, string) (string, error){
 			"Arn": roleARN,
 		}},
+		"AWS::Logs::LogGroup": {service: "logs", nameProp: "LogGroupName", ref: refName, attrs: map[string]func(*evaluator, *resource, string) (string, error){
+			"Arn": func(e *evaluator, _ *resource, name string) (string, error) {
+				return e.arn("logs", "log-group:"+name+":*"), nil
+			},
+		}},
 	}
 }
 

@@ -16,9 +16,25 @@ import (
 
 const templatePath = "../../template.yaml"
 
+// required are the values of the template's parameters that have no
+// default (a deploy must give them).
+var required = map[string]string{"OperatorLineIds": "U0000000000000000000000000000cafe"}
+
+// withRequired is params plus the required parameters it does not set.
+func withRequired(params map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range required {
+		out[k] = v
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
 func loadReal(t *testing.T, params map[string]string, opts ...Option) *Topology {
 	t.Helper()
-	top, err := Load(templatePath, params, opts...)
+	top, err := Load(templatePath, withRequired(params), opts...)
 	if err != nil {
 		t.Fatalf("Load(%s): %v", templatePath, err)
 	}
@@ -98,8 +114,32 @@ func TestRealTemplateSemantics(t *testing.T) {
 			dlqs[tg.DLQLogicalID] = true
 		}
 	}
+	// The notifier reads the OpsQueue, which the ops topic feeds with the SNS
+	// envelope kept, in large batches behind a batching window (ADR 3).
 	notifier := find(t, top.Functions, functionID, "NotifierFunction")
-	dlqs[notifier.OnFailureQueue] = true
+	if len(notifier.SQSEvents) != 1 || len(notifier.SNSEvents) != 0 {
+		t.Fatalf("notifier events: SQS %+v, SNS %+v; want the ops queue only", notifier.SQSEvents, notifier.SNSEvents)
+	}
+	ops := notifier.SQSEvents[0]
+	if !ops.ReportBatchItemFailures || ops.BatchingWindow < 2*time.Second || ops.BatchSize <= 10 || ops.MaxConcurrency != 2 {
+		t.Errorf("notifier mapping %+v: want batch item failures, a window of seconds, a large batch, 2 at once", ops)
+	}
+	opsQueue := find(t, top.Queues, queueID, ops.Queue)
+	if opsQueue.VisibilityTimeout < 6*notifier.Timeout+ops.BatchingWindow || opsQueue.RedriveTarget == "" {
+		t.Errorf("ops queue %+v: visibility under 6 x timeout + window, or no DLQ", opsQueue)
+	}
+	subscribed := false
+	for _, sub := range top.Subscriptions {
+		if sub.Topic == "OpsTopic" && sub.Queue == ops.Queue {
+			subscribed = true
+			if sub.RawMessageDelivery {
+				t.Errorf("%s: raw message delivery drops the envelope the notifier reads", sub.LogicalID)
+			}
+		}
+	}
+	if !subscribed {
+		t.Errorf("the ops topic does not deliver to %s: %+v", ops.Queue, top.Subscriptions)
+	}
 	for id := range dlqs {
 		q := find(t, top.Queues, queueID, id)
 		alarmed := false
@@ -216,7 +256,7 @@ func rewrite(t *testing.T, old, new string) string {
 
 func TestEditsChangeTopology(t *testing.T) {
 	t.Run("maxReceiveCount literal", func(t *testing.T) {
-		top, err := Load(rewrite(t, "maxReceiveCount: !Ref MaxReceiveCount", "maxReceiveCount: 3"), nil)
+		top, err := Load(rewrite(t, "maxReceiveCount: !Ref MaxReceiveCount", "maxReceiveCount: 3"), required)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,12 +292,12 @@ func TestEditsChangeTopology(t *testing.T) {
           RetryPolicy: {MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 120}
 
 Outputs:`
-		top, err := Load(rewrite(t, "\nOutputs:", "\n"+extra), nil)
+		top, err := Load(rewrite(t, "\nOutputs:", "\n"+extra), required)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := find(t, top.Rules, ruleID, "UnfollowRule")
-		if r.Name != "linegate-UnfollowRule" || r.Bus != "linegate" || r.BusLogicalID != "EventBus" {
+		if r.Name != "linegate-UnfollowRule" || r.Bus != "linegate-00000000-0000-0000-0000-000000000000" || r.BusLogicalID != "EventBus" {
 			t.Errorf("rule naming: %+v", r)
 		}
 		if string(r.Pattern) != `{"detail-type":["unfollow"],"source":["line.webhook"]}` {
@@ -447,6 +487,9 @@ func TestErrors(t *testing.T) {
 		{"ref to disabled resource", "Conditions:\n  No: !Equals [a, b]\nResources:\n  T: {Type: AWS::SNS::Topic, Condition: No}\n  U: {Type: AWS::SNS::Topic, Properties: {DisplayName: !Ref T}}\n", nil, ErrUnknownRef, `condition "No" is false`},
 		{"bad redrive target", "Resources:\n  Q: {Type: AWS::SQS::Queue, Properties: {RedrivePolicy: {deadLetterTargetArn: arn:aws:sqs:x:1:elsewhere, maxReceiveCount: 3}}}\n", nil, ErrSyntax, "Resources.Q.Properties.RedrivePolicy.deadLetterTargetArn"},
 		{"bad rule target", "Resources:\n  R: {Type: AWS::Events::Rule, Properties: {EventPattern: {source: [a]}, Targets: [{Id: x, Arn: arn:aws:lambda:x:1:function:f}]}}\n", nil, ErrSyntax, "Resources.R.Properties.Targets[0].Arn"},
+		{"subscription of another protocol", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: email, Endpoint: ops@example.com}}\n", nil, ErrUnsupported, `Resources.S.Properties.Protocol: unsupported protocol "email"`},
+		{"subscription to a queue elsewhere", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: sqs, Endpoint: arn:aws:sqs:x:1:elsewhere}}\n", nil, ErrSyntax, "Resources.S.Properties.Endpoint"},
+		{"subscription of a topic elsewhere", "Resources:\n  Q: {Type: AWS::SQS::Queue}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: arn:aws:sns:x:1:elsewhere, Protocol: sqs, Endpoint: !GetAtt Q.Arn}}\n", nil, ErrSyntax, "Resources.S.Properties.TopicArn"},
 		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Schedule, Properties: {Schedule: rate(1 minute)}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Schedule"`},
 		{"globals without SAM", "Globals: {Function: {Timeout: 3}}\nResources:\n  A: {Type: AWS::SNS::Topic}\n", nil, ErrSyntax, "Globals"},
 		{"merge key", "Resources:\n  A: &a {Type: AWS::SNS::Topic}\n  B:\n    <<: *a\n", nil, ErrSyntax, "merge keys"},

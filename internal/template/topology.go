@@ -29,6 +29,9 @@ type Topology struct {
 	Topics    []Topic
 	Tables    []Table
 	Alarms    []Alarm
+	// Subscriptions are the AWS::SNS::Subscription resources that deliver a
+	// topic of this template to a queue of this template.
+	Subscriptions []Subscription
 	// Outputs holds the resolved value of every output whose condition holds.
 	Outputs map[string]string
 }
@@ -157,6 +160,19 @@ type APIEvent struct {
 type Topic struct {
 	// LogicalID, Name and ARN follow the package's naming scheme.
 	LogicalID, Name, ARN string
+}
+
+// Subscription is an AWS::SNS::Subscription of a topic to a queue (protocol
+// sqs); subscriptions of other protocols or to resources outside the
+// template are not modelled and make Load fail.
+type Subscription struct {
+	// LogicalID is the resource's key in the template.
+	LogicalID string
+	// Topic and Queue are logical ids of this template.
+	Topic, Queue string
+	// RawMessageDelivery is true when SNS delivers the bare message instead
+	// of its JSON envelope.
+	RawMessageDelivery bool
 }
 
 // Table is an AWS::DynamoDB::Table or AWS::Serverless::SimpleTable.
@@ -445,6 +461,8 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 			t.Tables = append(t.Tables, Table{LogicalID: id, Name: name, HashKey: key})
 		case "AWS::CloudWatch::Alarm":
 			t.Alarms = append(t.Alarms, alarm(r, name, p, ix))
+		case "AWS::SNS::Subscription":
+			t.Subscriptions = append(t.Subscriptions, subscription(r, p, ix))
 		}
 		if *p.err != nil {
 			return nil, *p.err
@@ -650,6 +668,23 @@ func (e *evaluator) function(r *resource, name string, p reader, ix index) (Func
 		}
 	}
 	return fn, *p.err
+}
+
+func subscription(r *resource, p reader, ix index) Subscription {
+	s := Subscription{LogicalID: r.id, RawMessageDelivery: p.bool("RawMessageDelivery")}
+	topic := p.str("TopicArn")
+	if s.Topic = ix.topics[topic]; s.Topic == "" {
+		p.fail("TopicArn", "%q is not a topic of this template", topic)
+	}
+	if proto := p.str("Protocol"); proto != "sqs" {
+		*p.err = fmt.Errorf("%s.Protocol: %w protocol %q (only sqs subscriptions run locally)", p.path, ErrUnsupported, proto)
+		return s
+	}
+	endpoint := p.str("Endpoint")
+	if s.Queue = ix.queues[endpoint]; s.Queue == "" {
+		p.fail("Endpoint", "%q is not a queue of this template", endpoint)
+	}
+	return s
 }
 
 func table(r *resource, name string, p reader) Table {

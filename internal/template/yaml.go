@@ -193,3 +193,19 @@ func scalar(n *yaml.Node) any {
 	}
 	return n.Value
 }
+
+// Decode parses a template without evaluating it: the document as plain Go
+// values with every short-form tag in its long form ({"Ref": …},
+// {"Fn::Sub": …}), for tools that resolve intrinsics by other rules than
+// CloudFormation's (internal/coldstart resolves them as `sam local` does).
+func Decode(data []byte) (map[string]any, error) {
+	v, err := decodeYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: the document is not a mapping", ErrSyntax)
+	}
+	return doc, nil
+}

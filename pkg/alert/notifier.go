@@ -2,14 +2,20 @@
 // topic — CloudWatch alarm notifications and linegate crash reports — into
 // LINE Flex cards and pushes them to the operators.
 //
-// functions/notifier is a thin adapter: it builds a LINE client that satisfies
-// the pusher interface, calls New once and hands every SNS event to
-// Notifier.Handle. Nothing here imports the Lambda runtime.
+// The ops topic delivers to an SQS queue (the envelope kept) that the
+// notifier reads in large batches behind a batching window of a few seconds
+// (docs/adr/0003-alert-coalescing.md), so one invocation sees a burst.
+// functions/notifier is a thin adapter: it builds a LINE client that
+// satisfies the pusher interface, calls New once and hands every batch to
+// Notifier.HandleQueue. Nothing here imports the Lambda runtime.
 //
-// Push quota is precious, so all records of one invocation are rendered first
-// and pushed together, at most 5 messages per push (LINE's limit). Each push
-// carries a retry key derived from the SNS message IDs in it and the operator,
-// so a redelivered SNS event makes LINE answer 409 instead of notifying twice.
+// Push quota is precious, so the operator is paged once per problem: crash
+// reports with the same stack signature and notifications of the same alarm
+// become one card with their count and time span, and all cards of one
+// invocation are pushed together, at most 5 messages per push (LINE's
+// limit). Each push carries a retry key derived from the SNS message IDs
+// behind it and the operator, so a redelivered batch makes LINE answer 409
+// instead of notifying twice.
 package alert
 
 import (
@@ -40,10 +46,10 @@ type pusher interface {
 // Metric names reported through WithMetrics (docs/metrics.md lists every
 // metric of every function).
 const (
-	MetricRecords      = "AlertRecordsReceived"    // SNS records received
+	MetricRecords      = "AlertRecordsReceived"    // ops messages received
 	MetricMalformed    = "AlertRecordsMalformed"   // records skipped as unreadable
-	MetricAlarms       = "AlertAlarmCardsRendered" // alarm cards rendered
-	MetricCrashes      = "AlertCrashCardsRendered" // crash cards rendered
+	MetricAlarms       = "AlertAlarmCardsRendered" // alarm cards rendered (one per alarm per batch)
+	MetricCrashes      = "AlertCrashCardsRendered" // crash cards rendered (one per stack signature per batch)
 	MetricTextFallback = "AlertCardFallbacks"      // cards replaced by plain text (too big)
 	MetricPushes       = "AlertPushesSent"         // successful pushes
 	MetricPushErrors   = "AlertPushesFailed"       // failed pushes
@@ -170,55 +176,113 @@ func defaultLocation() *time.Location {
 	return time.FixedZone("JST", 9*60*60)
 }
 
-// rendered is one record turned into one LINE message.
+// rendered is one group turned into one LINE message.
 type rendered struct {
-	id  string // the identity of the record in retry keys
-	msg messaging_api.MessageInterface
+	id      string   // the identity of the group in retry keys
+	records []string // the queue records behind it
+	msg     messaging_api.MessageInterface
 }
 
-// Handle renders every record of an SNS event and pushes the messages to
-// every operator, at most MaxMessagesPerPush per push, in record order.
+// inbound is one readable ops message and the queue record it came in ("" for
+// a direct SNS delivery).
+type inbound struct {
+	msg    opsMessage
+	record string
+}
+
+// HandleQueue handles a batch from the ops queue (SQS records whose bodies
+// are SNS notifications of the ops topic, the envelope kept): it coalesces
+// the batch — crash reports by stack signature, alarms by alarm name — and
+// pushes one card per group to every operator, at most MaxMessagesPerPush
+// per push, with the group's count and time span on it.
 //
-// A record that cannot be read (not JSON, not a CloudWatch alarm, a crash
-// report that fails crash.Parse, an unknown linegate-kind) is logged and
-// skipped: retrying it can never help, so it never makes Handle fail, even
-// when every record is unreadable (Handle then returns nil).
+// A record that cannot be read (not an SNS notification, not a CloudWatch
+// alarm, a crash report that fails crash.Parse, an unknown linegate-kind) is
+// logged and skipped: retrying it can never help. A failed push lists the
+// records behind its cards in the response's BatchItemFailures, so SQS
+// delivers only those again (the event source mapping must report batch item
+// failures); redelivered together, they regroup into the same cards under the
+// same retry keys, and operators already notified are not notified twice.
+// The error is always nil.
+func (n *Notifier) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	n.metrics.Count(MetricRecords, float64(len(ev.Records)))
+	var in []inbound
+	for i, rec := range ev.Records {
+		m, err := parseQueueRecord(rec)
+		if err != nil {
+			n.skip(ctx, i, rec.MessageId, err)
+			continue
+		}
+		in = append(in, inbound{msg: m, record: rec.MessageId})
+	}
+	failed, _ := n.deliver(ctx, in, len(ev.Records))
+	var resp events.SQSEventResponse
+	for _, rec := range ev.Records {
+		if failed[rec.MessageId] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// Handle handles an SNS event delivered straight to the function (a topic
+// subscription without the ops queue): the same cards as HandleQueue, with
+// the event's records coalesced.
 //
 // A failed push makes Handle return an error naming the operator (all
 // failures joined with errors.Join) so that SNS/Lambda retries the event;
 // the remaining pushes are still attempted. On the retry, pushes that had
 // succeeded carry the same retry keys and are not delivered twice.
+// Unreadable records are skipped as in HandleQueue; they never make Handle
+// fail.
 func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 	n.metrics.Count(MetricRecords, float64(len(ev.Records)))
-	var msgs []rendered
+	var in []inbound
 	for i, rec := range ev.Records {
-		a, err := parseRecord(rec)
+		m, err := parseRecord(rec)
 		if err != nil {
-			n.metrics.Count(MetricMalformed, 1)
-			n.log.ErrorContext(ctx, "alert: skipping unreadable SNS record",
-				"record", i, "messageId", rec.SNS.MessageID, "error", err.Error())
+			n.skip(ctx, i, rec.SNS.MessageID, err)
 			continue
 		}
-		m, fallback := n.render(a)
+		in = append(in, inbound{msg: m})
+	}
+	_, err := n.deliver(ctx, in, len(ev.Records))
+	return err
+}
+
+// skip logs and counts an unreadable record.
+func (n *Notifier) skip(ctx context.Context, i int, id string, err error) {
+	n.metrics.Count(MetricMalformed, 1)
+	n.log.ErrorContext(ctx, "alert: skipping unreadable record", "record", i, "messageId", id, "error", err.Error())
+}
+
+// deliver coalesces the readable messages of one invocation, renders a card
+// per group and pushes the cards to every operator. It returns the records
+// behind cards some push failed for, and the push failures joined.
+func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[string]bool, error) {
+	var msgs []rendered
+	for _, g := range coalesce(in) {
+		m, fallback := n.render(g)
 		if fallback {
 			n.metrics.Count(MetricTextFallback, 1)
 			n.log.WarnContext(ctx, "alert: card too large, sending plain text",
-				"messageId", rec.SNS.MessageID, "kind", a.kind())
+				"messageId", g.msg.id, "kind", g.msg.kind())
 		}
-		if a.alarm != nil {
+		if g.msg.alarm != nil {
 			n.metrics.Count(MetricAlarms, 1)
 		} else {
 			n.metrics.Count(MetricCrashes, 1)
 		}
-		msgs = append(msgs, rendered{id: a.id, msg: m})
+		msgs = append(msgs, rendered{id: strings.Join(g.ids, "\x00"), records: g.records, msg: m})
 	}
 	if len(msgs) == 0 {
-		if len(ev.Records) > 0 {
-			n.log.WarnContext(ctx, "alert: no readable record in SNS event; nothing pushed", "records", len(ev.Records))
+		if records > 0 {
+			n.log.WarnContext(ctx, "alert: no readable record; nothing pushed", "records", records)
 		}
-		return nil
+		return nil, nil
 	}
 
+	failed := map[string]bool{}
 	var errs []error
 	pushes := 0
 	for _, op := range n.operators {
@@ -237,6 +301,11 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 				n.log.ErrorContext(ctx, "alert: push failed",
 					"operator", op, "messages", len(batch), "retryKey", key, "error", crash.Scrub(err.Error()))
 				errs = append(errs, fmt.Errorf("alert: push %d message(s) to operator %s: %w", len(batch), op, err))
+				for _, r := range chunk {
+					for _, id := range r.records {
+						failed[id] = true
+					}
+				}
 				continue
 			}
 			pushes++
@@ -244,9 +313,9 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 		}
 	}
 	n.log.InfoContext(ctx, "alert: notified",
-		"records", len(ev.Records), "messages", len(msgs), "operators", len(n.operators),
+		"records", records, "messages", len(msgs), "operators", len(n.operators),
 		"pushes", pushes, "failedPushes", len(errs))
-	return errors.Join(errs...)
+	return failed, errors.Join(errs...)
 }
 
 // retryKey is a UUID (v5) derived from the operator and the identities of the

@@ -37,9 +37,10 @@ type pushCall struct {
 }
 
 type fakePusher struct {
-	mu    sync.Mutex
-	calls []pushCall
-	fail  map[string]error
+	mu       sync.Mutex
+	calls    []pushCall
+	fail     map[string]error // by operator
+	failCall map[int]error    // by call index (0-based)
 }
 
 func (f *fakePusher) Push(_ context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error {
@@ -50,6 +51,9 @@ func (f *fakePusher) Push(_ context.Context, to, retryKey string, msgs ...messag
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, pushCall{To: to, RetryKey: retryKey, Messages: b})
+	if err := f.failCall[len(f.calls)-1]; err != nil {
+		return err
+	}
 	return f.fail[to]
 }
 

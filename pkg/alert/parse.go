@@ -135,3 +135,40 @@ func arnRegion(arn string) string {
 	}
 	return parts[3]
 }
+
+// notification is the JSON body SNS delivers to an SQS subscription when raw
+// message delivery is off: the envelope the ops queue keeps.
+type notification struct {
+	Type              string                       `json:"Type"`
+	MessageID         string                       `json:"MessageId"`
+	TopicArn          string                       `json:"TopicArn"`
+	Subject           string                       `json:"Subject"`
+	Message           *string                      `json:"Message"`
+	Timestamp         string                       `json:"Timestamp"`
+	MessageAttributes map[string]notificationValue `json:"MessageAttributes"`
+}
+
+type notificationValue struct {
+	Type  string `json:"Type"`
+	Value string `json:"Value"`
+}
+
+// parseQueueRecord reads an ops queue record: the SNS notification in its
+// body, then the message inside it as parseRecord does. Every error wraps
+// errMalformed; a body that is not a notification says so (raw message
+// delivery turned on by mistake strips the envelope and its attributes).
+func parseQueueRecord(rec events.SQSMessage) (opsMessage, error) {
+	var n notification
+	if err := json.Unmarshal([]byte(rec.Body), &n); err != nil || n.Type != "Notification" || n.Message == nil {
+		return opsMessage{}, fmt.Errorf("%w: the queue record is not an SNS notification (is raw message delivery on?)", errMalformed)
+	}
+	ts, _ := time.Parse(time.RFC3339Nano, n.Timestamp) // only a fallback time: zero when unreadable
+	attrs := make(map[string]any, len(n.MessageAttributes))
+	for k, v := range n.MessageAttributes {
+		attrs[k] = map[string]any{"Type": v.Type, "Value": v.Value}
+	}
+	return parseRecord(events.SNSEventRecord{SNS: events.SNSEntity{
+		Type: n.Type, MessageID: n.MessageID, TopicArn: n.TopicArn, Subject: n.Subject,
+		Message: *n.Message, Timestamp: ts, MessageAttributes: attrs,
+	}})
+}

@@ -41,15 +41,18 @@ type card struct {
 
 type field struct{ label, value string }
 
-// render lays one ops message out as a Flex message, or as a text message
-// when the Flex JSON would exceed the size limit (fallback reports that).
-func (n *Notifier) render(m opsMessage) (msg messaging_api.MessageInterface, fallback bool) {
+// render lays one group of ops messages out as a Flex message, or as a text
+// message when the Flex JSON would exceed the size limit (fallback reports
+// that).
+func (n *Notifier) render(g *group) (msg messaging_api.MessageInterface, fallback bool) {
+	m := g.msg
 	var c card
 	if m.alarm != nil {
 		c = n.alarmCard(m)
 	} else {
 		c = n.crashCard(m)
 	}
+	c = n.withCount(c, g)
 	fm := flexMessage(c)
 	if b, err := json.Marshal(fm); err == nil && len(b) <= n.flexLimit {
 		return fm, false
@@ -240,7 +243,16 @@ func traceURL(region, traceID string) string {
 	return consoleBase(region) + "#xray:traces/" + escapeComponent(traceID)
 }
 
+// consoleBase is the CloudWatch console of region, in its partition: China
+// (cn-*) and GovCloud (us-gov-*) regions have consoles of their own, with no
+// region in the host name.
 func consoleBase(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "https://console.amazonaws.cn/cloudwatch/home?region=" + region
+	case strings.HasPrefix(region, "us-gov-"):
+		return "https://console.amazonaws-us-gov.com/cloudwatch/home?region=" + region
+	}
 	return "https://" + region + ".console.aws.amazon.com/cloudwatch/home?region=" + region
 }
 

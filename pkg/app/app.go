@@ -6,8 +6,11 @@
 //   - any text: echoes it;
 //   - "slow …": shows the loading animation, works for SlowWork (5 s), then
 //     answers — by reply if the token is still fresh, by push otherwise;
+//   - "order": a two-question order (drink, then size) with quick-reply
+//     buttons, its state in the chat's session (Event.Session) and the
+//     order placed once per event (bot.Once);
 //   - follow: a greeting;
-//   - postback: says which choice was made;
+//   - other postbacks: says which choice was made;
 //   - with probes enabled: "probe:panic" panics (the operator gets a crash
 //     card) and "probe:fail" fails every time (retries, DLQ, alarm).
 package app
@@ -58,11 +61,15 @@ func New(cfg Config) *bot.Router {
 		}
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
 	})
+	r.OnText("order", startOrder)
 	r.OnPostback(func(ctx context.Context, e *bot.Event, data string) error {
+		if strings.HasPrefix(data, orderPrefix) {
+			return answerOrder(ctx, e, data)
+		}
 		return e.ReplyText(ctx, "You chose: "+data)
 	})
 	r.OnFollow(func(ctx context.Context, e *bot.Event) error {
-		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"slow\" for a long job.")
+		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"slow\" for a long job, or \"order\".")
 	})
 	if cfg.Probes {
 		r.OnText("probe:panic", func(context.Context, *bot.Event, string) error {

@@ -11,7 +11,9 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/pkg/worker"
 )
 
 type recorder struct {
@@ -102,6 +104,65 @@ func TestLoadingFor(t *testing.T) {
 	for d, want := range map[time.Duration]int{time.Second: 5, 5 * time.Second: 5, 6 * time.Second: 10, 2 * time.Minute: 60} {
 		if got := loadingFor(d); got != want {
 			t.Fatalf("loadingFor(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+func postback(id, data string) string {
+	return `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"webhookEventId":"` + id + `","replyToken":"rt","postback":{"data":"` + data + `"}}`
+}
+
+// step delivers one event to the bot with the worker's state stores over
+// store, and returns what the bot replied.
+func step(t *testing.T, store *idempotency.Memory, raw string) []string {
+	t.Helper()
+	rec := &recorder{}
+	ev := event(t, raw, rec)
+	worker.BindState(ev, store, time.Hour)
+	if err := New(Config{}).Dispatch(context.Background(), ev); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return rec.texts
+}
+
+// The two-question order: its state lives in the chat's session between
+// messages, a retried last answer gets the same order number, and a stale
+// button does not restart anything.
+func TestOrderFlow(t *testing.T) {
+	store := idempotency.NewMemory()
+	if got := step(t, store, text("order")); len(got) != 1 || got[0] != "What would you like?" {
+		t.Fatalf("order: %q", got)
+	}
+	if got := step(t, store, postback("01D", "order:drink=coffee")); len(got) != 1 || got[0] != "Which size?" {
+		t.Fatalf("drink: %q", got)
+	}
+	placed := step(t, store, postback("01S", "order:size=L"))
+	if len(placed) != 1 || !strings.HasSuffix(placed[0], ": a L coffee is on its way.") {
+		t.Fatalf("size: %q", placed)
+	}
+	// The same event retried (its reply failed, say): the same order.
+	if again := step(t, store, postback("01S", "order:size=L")); len(again) != 1 || again[0] != placed[0] {
+		t.Fatalf("retried last answer: %q; want %q (placed once)", again, placed)
+	}
+	// The conversation is over: an old button is refused.
+	if got := step(t, store, postback("01X", "order:size=M")); len(got) != 1 || !strings.Contains(got[0], "another order") {
+		t.Fatalf("stale button: %q", got)
+	}
+	if got := step(t, store, postback("01P", "action=buy")); len(got) != 1 || got[0] != "You chose: action=buy" {
+		t.Fatalf("other postbacks: %q", got)
+	}
+}
+
+// The order's questions carry quick-reply buttons whose postbacks the flow
+// reads back.
+func TestOrderQuestionsHaveButtons(t *testing.T) {
+	b, err := json.Marshal(ask("Which size?", "size", "S", "L"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"quickReply"`, `"type":"postback"`, `"data":"order:size=L"`, `"displayText":"S"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
 		}
 	}
 }

@@ -81,6 +81,8 @@ type Event struct {
 
 	messenger Messenger
 	sends     atomic.Int32
+	steps     Steps        // Once's store; bound by the worker
+	sessions  SessionStore // Session's store; bound by the worker
 }
 
 // head is the part of the raw event the router needs without the SDK.

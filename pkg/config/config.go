@@ -151,6 +151,7 @@ type Worker struct {
 	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
 	Concurrency      int           // WORKER_CONCURRENCY, default 4 records at once per batch
 	KeepCompleted    time.Duration // IDEMPOTENCY_KEEP_HOURS, default 48, at least 24: how long a handled event is still skipped as a duplicate
+	SessionTTL       time.Duration // SESSION_TTL_HOURS, default 24: how long a chat's session lives after its last save
 	Probes           bool          // PROBES_ENABLED
 	Metrics          string        // METRICS_NAMESPACE
 }
@@ -166,6 +167,7 @@ func LoadWorker(env Getenv) (Worker, error) {
 		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
 		Concurrency:      int(r.int("WORKER_CONCURRENCY", 4, 1, 10)),
 		KeepCompleted:    time.Duration(r.int("IDEMPOTENCY_KEEP_HOURS", 48, 24, 24*366)) * time.Hour,
+		SessionTTL:       time.Duration(r.int("SESSION_TTL_HOURS", 24, 1, 24*366)) * time.Hour,
 		Probes:           r.bool("PROBES_ENABLED", false),
 		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
 	}

@@ -122,3 +122,32 @@ func TestWorkerKeepCompleted(t *testing.T) {
 		})
 	}
 }
+
+// SESSION_TTL_HOURS: how long a chat session outlives its last save.
+func TestWorkerSessionTTL(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{value: "", want: 24 * time.Hour},
+		{value: "1", want: time.Hour},
+		{value: "168", want: 7 * 24 * time.Hour},
+		{value: "0", wantErr: true},
+		{value: "a day", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "SESSION_TTL_HOURS": tt.value}))
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "SESSION_TTL_HOURS") {
+					t.Fatalf("error %v does not name SESSION_TTL_HOURS", err)
+				}
+				return
+			}
+			if err != nil || w.SessionTTL != tt.want {
+				t.Fatalf("SessionTTL %v (err %v), want %v", w.SessionTTL, err, tt.want)
+			}
+		})
+	}
+}

@@ -19,9 +19,14 @@ import (
 	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
 )
 
+// motoClient starts moto_server and returns a DynamoDB client for it.
+func motoClient(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(motoserver.Config(motoserver.Start(t)))
+}
+
 func TestDynamoDBConformanceOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	client := motoClient(t)
 	var n atomic.Int64
 	idempotencytest.Run(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.Store {
 		table := fmt.Sprintf("idempotency-%d", n.Add(1))
@@ -30,11 +35,22 @@ func TestDynamoDBConformanceOnMoto(t *testing.T) {
 	})
 }
 
+// The value and versioned suites share one moto table: their keys are
+// unique per subtest.
+func TestDynamoDBStateConformanceOnMoto(t *testing.T) {
+	client := motoClient(t)
+	createTable(t, client, "state")
+	store := func(clock *idempotencytest.Clock) *idempotency.DynamoDB {
+		return idempotency.NewDynamoDB(client, "state", idempotency.WithDynamoClock(clock.Now))
+	}
+	idempotencytest.RunValues(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore { return store(clock) })
+	idempotencytest.RunVersioned(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore { return store(clock) })
+}
+
 // TestDynamoDBItemShapeOnMoto checks what lands in the table: the TTL
 // attribute in epoch seconds and the status, as operators and TTL see them.
 func TestDynamoDBItemShapeOnMoto(t *testing.T) {
-	ep := motoserver.Start(t)
-	client := dynamodb.NewFromConfig(motoserver.Config(ep))
+	client := motoClient(t)
 	createTable(t, client, "shape")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 500_000_000, time.UTC)
 	s := idempotency.NewDynamoDB(client, "shape", idempotency.WithDynamoClock(func() time.Time { return now }))
@@ -308,17 +324,8 @@ func TestDynamoDBCompleteAndReleaseFailures(t *testing.T) {
 				return &dynamodb.DeleteItemOutput{}, tt.del
 			}
 			err := tt.call(idempotency.NewDynamoDB(f, "tbl"))
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("err = %v; want nil", err)
-				}
+			if !checkVerdict(t, err, tt.want, idempotency.ErrNotClaimed, tt.verdict) {
 				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v; want it to wrap %v", err, tt.want)
-			}
-			if !tt.verdict && errors.Is(err, idempotency.ErrNotClaimed) {
-				t.Fatalf("err = %v; an API failure must not look like a verdict", err)
 			}
 			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
 				t.Fatalf("err = %v; want context %q", err, tt.wantText)
@@ -327,5 +334,116 @@ func TestDynamoDBCompleteAndReleaseFailures(t *testing.T) {
 	}
 }
 
+// checkVerdict checks err against want (nil: success), and that an API
+// failure never wraps verdict, the sentinel a caller branches on, unless
+// the case is that verdict. It reports whether there is an error to check
+// further.
+func checkVerdict(t *testing.T, err, want, verdict error, isVerdict bool) bool {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("err = %v; want nil", err)
+		}
+		return false
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("err = %v; want it to wrap %v", err, want)
+	}
+	if !isVerdict && errors.Is(err, verdict) {
+		t.Fatalf("err = %v; an API failure must not look like %v", err, verdict)
+	}
+	return true
+}
+
 func complete(d *idempotency.DynamoDB) error { return d.Complete(context.Background(), "k", time.Hour) }
 func release(d *idempotency.DynamoDB) error  { return d.Release(context.Background(), "k") }
+
+// Versioned writes are conditional on the version read, and an API failure
+// never looks like a conflict.
+func TestDynamoDBVersionedWrites(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		call     func(*idempotency.DynamoDB) error
+		result   error // what the API answers
+		wantCond string
+		want     error
+		conflict bool
+	}{
+		{name: "put new", call: putAt(0), wantCond: "attribute_not_exists(#id) OR #exp < :now"},
+		{name: "put at version", call: putAt(3), wantCond: "#ver = :ver AND #exp >= :now"},
+		{name: "put conflict", call: putAt(3), result: ccf(""), want: idempotency.ErrConflict, conflict: true},
+		{name: "put throttled", call: putAt(3), result: throttled, want: throttled},
+		{name: "delete at version", call: deleteAt(3), wantCond: "#ver = :ver AND #exp >= :now"},
+		{name: "delete conflict", call: deleteAt(3), result: ccf(""), want: idempotency.ErrConflict, conflict: true},
+		{name: "delete throttled", call: deleteAt(3), result: throttled, want: throttled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeDynamo{t: t}
+			check := func(cond *string, vals map[string]types.AttributeValue) {
+				if tt.wantCond != "" && aws.ToString(cond) != tt.wantCond {
+					t.Errorf("condition = %q; want %q", aws.ToString(cond), tt.wantCond)
+				}
+				if strings.Contains(aws.ToString(cond), ":ver") && attrN(vals, ":ver") != "3" {
+					t.Errorf(":ver = %q; want the version read, 3", attrN(vals, ":ver"))
+				}
+			}
+			f.put = func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+				check(in.ConditionExpression, in.ExpressionAttributeValues)
+				if tt.result == nil && attrN(in.Item, idempotency.AttrVersion) == "" {
+					t.Error("put without a version attribute")
+				}
+				return &dynamodb.PutItemOutput{}, tt.result
+			}
+			f.del = func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+				check(in.ConditionExpression, in.ExpressionAttributeValues)
+				return &dynamodb.DeleteItemOutput{}, tt.result
+			}
+			err := tt.call(idempotency.NewDynamoDB(f, "tbl", idempotency.WithDynamoClock(func() time.Time { return now })))
+			checkVerdict(t, err, tt.want, idempotency.ErrConflict, tt.conflict)
+		})
+	}
+}
+
+func putAt(v int64) func(*idempotency.DynamoDB) error {
+	return func(d *idempotency.DynamoDB) error {
+		_, err := d.Put(context.Background(), "k", []byte("v"), v, time.Hour)
+		return err
+	}
+}
+
+func deleteAt(v int64) func(*idempotency.DynamoDB) error {
+	return func(d *idempotency.DynamoDB) error { return d.Delete(context.Background(), "k", v) }
+}
+
+// A step's value travels in the completing update and comes back with the
+// old item of a refused claim, without another read.
+func TestDynamoDBValueRoundTripWithoutReads(t *testing.T) {
+	f := &fakeDynamo{t: t}
+	var stored []byte
+	f.update = func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if !strings.Contains(aws.ToString(in.UpdateExpression), "#val = :val") {
+			t.Errorf("update = %q; want it to set the value", aws.ToString(in.UpdateExpression))
+		}
+		stored = in.ExpressionAttributeValues[":val"].(*types.AttributeValueMemberB).Value
+		return &dynamodb.UpdateItemOutput{}, nil
+	}
+	f.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		e := ccf("completed").(*types.ConditionalCheckFailedException)
+		e.Item[idempotency.AttrValue] = &types.AttributeValueMemberB{Value: stored}
+		return nil, e
+	}
+	d := idempotency.NewDynamoDB(f, "tbl")
+	ctx := context.Background()
+	if err := d.CompleteValue(ctx, "k", []byte(`{"receipt":"r-1"}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.ClaimValue(ctx, "k", time.Minute)
+	if !errors.Is(err, idempotency.ErrCompleted) || string(v) != `{"receipt":"r-1"}` {
+		t.Fatalf("ClaimValue = %q, %v; want the stored value and ErrCompleted", v, err)
+	}
+	if got := strings.Join(f.calls, " "); got != "UpdateItem PutItem" {
+		t.Fatalf("calls = %q; want no read-back", got)
+	}
+}

@@ -7,9 +7,15 @@
 // key; when the handler failed it releases the key so the retry can run. A
 // completed key makes every later delivery of the same event a duplicate.
 //
-// Two stores implement the contract: DynamoDB (production, conditional
-// writes) and Memory (linegate local and tests). Both pass the shared suite in
-// package idempotencytest.
+// The same table keeps what a handler needs to be retried safely: the
+// results of its idempotent steps (ValueStore, for bot.Once), each chat's
+// conversation state (VersionedStore, for bot's Event.Session) and the
+// markers that make a crash page once (CrashKey). Keys of any length are
+// accepted: a key over DynamoDB's limit is stored as its digest (StorageKey).
+//
+// Two stores implement the contracts: DynamoDB (production, conditional
+// writes) and Memory (linegate local and tests). Both pass the shared suites
+// in package idempotencytest.
 package idempotency
 
 import (
@@ -55,6 +61,60 @@ type Store interface {
 	Complete(ctx context.Context, key string, keepFor time.Duration) error
 	Release(ctx context.Context, key string) error
 }
+
+// ValueStore is a Store whose completed markers carry a value: the result of
+// an idempotent step, returned to every later claim so that a retried
+// handler gets what the step produced the first time.
+//
+// Contract (checked by idempotencytest.RunValues), on top of Store's:
+//   - ClaimValue is Claim; when it returns ErrCompleted it also returns the
+//     value the key was completed with (nil for a Complete without value).
+//   - CompleteValue is Complete, keeping value with the completed marker.
+//     A value over MaxValueBytes fails with ErrTooLarge and changes nothing.
+type ValueStore interface {
+	ClaimValue(ctx context.Context, key string, inProgressFor time.Duration) ([]byte, error)
+	CompleteValue(ctx context.Context, key string, value []byte, keepFor time.Duration) error
+	Release(ctx context.Context, key string) error
+}
+
+// Versioned is a value with the version it was written at. Version 0 means
+// there is no live value (never written, deleted, or expired).
+type Versioned struct {
+	Value   []byte
+	Version int64
+}
+
+// VersionedStore keeps values that change over time under optimistic
+// concurrency: a write names the version it read, and fails with ErrConflict
+// when someone else wrote (or deleted) since.
+//
+// Contract (checked by idempotencytest.RunVersioned):
+//   - Get returns the live value and its version, or a zero Versioned when
+//     the key is absent or expired. Reads are strongly consistent.
+//   - Put writes value when the key's live version is still expected (0:
+//     absent or expired), as version expected+1, kept for keepFor from now;
+//     it returns the new version. Otherwise it fails with ErrConflict and
+//     changes nothing. A value over MaxValueBytes fails with ErrTooLarge.
+//   - Delete removes the key when its live version is still expected, else
+//     fails with ErrConflict; deleting with expected 0 is a no-op.
+//   - Of concurrent Puts naming the same version at most one succeeds.
+type VersionedStore interface {
+	Get(ctx context.Context, key string) (Versioned, error)
+	Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error)
+	Delete(ctx context.Context, key string, expected int64) error
+}
+
+// ErrConflict is returned by VersionedStore.Put and Delete when the key was
+// written or deleted since the caller read it: read again and retry, or
+// tell the user.
+var ErrConflict = errors.New("idempotency: version conflict")
+
+// MaxValueBytes bounds a stored value (a step result, a session): DynamoDB
+// items are at most 400 KB, and the rest of the item needs room.
+const MaxValueBytes = 300 << 10
+
+// ErrTooLarge is returned when a value is over MaxValueBytes.
+var ErrTooLarge = errors.New("idempotency: value too large")
 
 // Key returns the idempotency key of a LINE event: its webhookEventId, which
 // is stable across LINE's redeliveries, or, for an event without one,

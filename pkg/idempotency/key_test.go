@@ -46,6 +46,11 @@ func FuzzKey(f *testing.F) {
 		if k != idempotency.Key(id, append([]byte(nil), raw...)) {
 			t.Fatal("Key is not deterministic")
 		}
+		for _, stored := range []string{idempotency.StorageKey(k), idempotency.StorageKey(idempotency.StepKey(k, "s")), idempotency.StorageKey(idempotency.CrashKey(k))} {
+			if len(stored) > idempotency.MaxKeyBytes || stored == "" {
+				t.Fatalf("stored key of a %d-byte id is %d bytes; want 1 to %d", len(id), len(stored), idempotency.MaxKeyBytes)
+			}
+		}
 		if id != "" {
 			if k != id {
 				t.Fatalf("Key = %q; want the id %q", k, id)
@@ -60,4 +65,57 @@ func FuzzKey(f *testing.F) {
 			t.Fatalf("Key = %q: %v", k, err)
 		}
 	})
+}
+
+func TestStorageKey(t *testing.T) {
+	atLimit := strings.Repeat("k", idempotency.MaxKeyBytes)
+	over := atLimit + "x"
+	sum := sha256.Sum256([]byte(over))
+	tests := []struct {
+		name, key, want string
+	}{
+		{"short key verbatim", "01FZ74ASS536FW97EX38NKCZQK", "01FZ74ASS536FW97EX38NKCZQK"},
+		{"at the limit verbatim", atLimit, atLimit},
+		{"one byte over hashed", over, "hashed:" + hex.EncodeToString(sum[:])},
+		// DynamoDB counts UTF-8 bytes, not characters: 683 three-byte runes are 2049 bytes.
+		{"multi-byte over hashed", strings.Repeat("日", 683), idempotency.StorageKey(strings.Repeat("日", 683))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := idempotency.StorageKey(tt.key)
+			if got != tt.want {
+				t.Fatalf("StorageKey = %.80q; want %.80q", got, tt.want)
+			}
+			if len(got) > idempotency.MaxKeyBytes {
+				t.Fatalf("stored key is %d bytes", len(got))
+			}
+		})
+	}
+	if k := idempotency.StorageKey(strings.Repeat("日", 683)); !strings.HasPrefix(k, "hashed:") {
+		t.Fatalf("a 2049-byte key of multi-byte runes was stored as %.40q…; want it hashed", k)
+	}
+	if idempotency.StorageKey(over) == idempotency.StorageKey(atLimit+"y") {
+		t.Fatal("two long keys differing in their last byte share a stored key")
+	}
+}
+
+func TestKeyBuildersKeepKindsApart(t *testing.T) {
+	ev := "01FZ74ASS536FW97EX38NKCZQK"
+	keys := []string{
+		idempotency.Key(ev, nil),
+		idempotency.StepKey(ev, "charge"),
+		idempotency.StepKey(ev, "reply"),
+		idempotency.SessionKey("U4af4980629a0e3c1b2d5f6e7a8b9c0d1"),
+		idempotency.CrashKey(ev),
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k] {
+			t.Fatalf("two kinds of item share the key %q", k)
+		}
+		seen[k] = true
+	}
+	if got := idempotency.CrashKey(ev); got != "crash#"+ev {
+		t.Fatalf("CrashKey = %q; want crash#<webhookEventId> (ADR 3)", got)
+	}
 }

@@ -15,14 +15,20 @@ const (
 // sweepEvery bounds how often the memory store scans for expired entries.
 const sweepEvery = time.Minute
 
+// entry is one key's item: a claim or completed marker (status set, value
+// the step result if any), or a versioned value (status empty).
 type entry struct {
 	status    string
+	value     []byte
+	version   int64
 	expiresAt time.Time
 }
 
-// Memory is an in-process Store for linegate local and tests. It is safe for
-// concurrent use; expired entries are purged lazily, on access and by an
-// occasional sweep during Claim, so it needs no background goroutine.
+// Memory is an in-process Store, ValueStore and VersionedStore for linegate
+// local and tests. It is safe for concurrent use; expired entries are purged
+// lazily, on access and by an occasional sweep during Claim, so it needs no
+// background goroutine. Keys are stored as StorageKey stores them, as in
+// DynamoDB.
 type Memory struct {
 	now func() time.Time
 
@@ -53,12 +59,23 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	return m
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store          = (*Memory)(nil)
+	_ ValueStore     = (*Memory)(nil)
+	_ VersionedStore = (*Memory)(nil)
+)
 
 // Claim implements Store.
 func (m *Memory) Claim(ctx context.Context, key string, inProgressFor time.Duration) error {
+	_, err := m.ClaimValue(ctx, key, inProgressFor)
+	return err
+}
+
+// ClaimValue implements ValueStore.
+func (m *Memory) ClaimValue(ctx context.Context, key string, inProgressFor time.Duration) ([]byte, error) {
+	key = StorageKey(key)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("idempotency: claim %q: %w", key, err)
+		return nil, fmt.Errorf("idempotency: claim %q: %w", key, err)
 	}
 	now := m.now()
 	m.mu.Lock()
@@ -66,18 +83,27 @@ func (m *Memory) Claim(ctx context.Context, key string, inProgressFor time.Durat
 	m.sweepLocked(now)
 	if e, ok := m.entries[key]; ok && now.Before(e.expiresAt) {
 		if e.status == statusCompleted {
-			return ErrCompleted
+			return clone(e.value), ErrCompleted
 		}
-		return ErrInProgress
+		return nil, ErrInProgress
 	}
 	m.entries[key] = entry{status: statusInProgress, expiresAt: now.Add(inProgressFor)}
-	return nil
+	return nil, nil
 }
 
 // Complete implements Store.
 func (m *Memory) Complete(ctx context.Context, key string, keepFor time.Duration) error {
+	return m.CompleteValue(ctx, key, nil, keepFor)
+}
+
+// CompleteValue implements ValueStore.
+func (m *Memory) CompleteValue(ctx context.Context, key string, value []byte, keepFor time.Duration) error {
+	key = StorageKey(key)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("idempotency: complete %q: %w", key, err)
+	}
+	if len(value) > MaxValueBytes {
+		return fmt.Errorf("idempotency: complete %q: %d bytes: %w", key, len(value), ErrTooLarge)
 	}
 	now := m.now()
 	m.mu.Lock()
@@ -88,12 +114,13 @@ func (m *Memory) Complete(ctx context.Context, key string, keepFor time.Duration
 	if !ok || e.status != statusInProgress {
 		return fmt.Errorf("idempotency: complete %q: %w", key, ErrNotClaimed)
 	}
-	m.entries[key] = entry{status: statusCompleted, expiresAt: now.Add(keepFor)}
+	m.entries[key] = entry{status: statusCompleted, value: clone(value), expiresAt: now.Add(keepFor)}
 	return nil
 }
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, key string) error {
+	key = StorageKey(key)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("idempotency: release %q: %w", key, err)
 	}
@@ -103,6 +130,69 @@ func (m *Memory) Release(ctx context.Context, key string) error {
 		delete(m.entries, key)
 	}
 	return nil
+}
+
+// Get implements VersionedStore.
+func (m *Memory) Get(ctx context.Context, key string) (Versioned, error) {
+	key = StorageKey(key)
+	if err := ctx.Err(); err != nil {
+		return Versioned{}, fmt.Errorf("idempotency: get %q: %w", key, err)
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[key]
+	if !ok || !now.Before(e.expiresAt) || e.version == 0 {
+		return Versioned{}, nil
+	}
+	return Versioned{Value: clone(e.value), Version: e.version}, nil
+}
+
+// Put implements VersionedStore.
+func (m *Memory) Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error) {
+	key = StorageKey(key)
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("idempotency: put %q: %w", key, err)
+	}
+	if len(value) > MaxValueBytes {
+		return 0, fmt.Errorf("idempotency: put %q: %d bytes: %w", key, len(value), ErrTooLarge)
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if live := m.liveVersionLocked(key, now); live != expected {
+		return 0, fmt.Errorf("idempotency: put %q at version %d: %w", key, expected, ErrConflict)
+	}
+	m.entries[key] = entry{value: clone(value), version: expected + 1, expiresAt: now.Add(keepFor)}
+	return expected + 1, nil
+}
+
+// Delete implements VersionedStore.
+func (m *Memory) Delete(ctx context.Context, key string, expected int64) error {
+	key = StorageKey(key)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("idempotency: delete %q: %w", key, err)
+	}
+	if expected == 0 {
+		return nil
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if live := m.liveVersionLocked(key, now); live != expected {
+		return fmt.Errorf("idempotency: delete %q at version %d: %w", key, expected, ErrConflict)
+	}
+	delete(m.entries, key)
+	return nil
+}
+
+// liveVersionLocked is the version of key's unexpired value, 0 for none.
+func (m *Memory) liveVersionLocked(key string, now time.Time) int64 {
+	e, ok := m.entries[key]
+	if !ok || !now.Before(e.expiresAt) {
+		return 0
+	}
+	return e.version
 }
 
 // Len reports how many entries are held, expired or not; tests use it to
@@ -126,4 +216,12 @@ func (m *Memory) sweepLocked(now time.Time) {
 			delete(m.entries, k)
 		}
 	}
+}
+
+// clone copies a value in or out, so callers never share the store's bytes.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
 }

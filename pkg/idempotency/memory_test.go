@@ -17,6 +17,18 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
+func TestMemoryValuesConformance(t *testing.T) {
+	idempotencytest.RunValues(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore {
+		return idempotency.NewMemory(idempotency.WithClock(clock.Now))
+	})
+}
+
+func TestMemoryVersionedConformance(t *testing.T) {
+	idempotencytest.RunVersioned(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore {
+		return idempotency.NewMemory(idempotency.WithClock(clock.Now))
+	})
+}
+
 func TestMemoryPurgesExpiredEntries(t *testing.T) {
 	clock := idempotencytest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := idempotency.NewMemory(idempotency.WithClock(clock.Now))

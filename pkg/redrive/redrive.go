@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,8 +54,9 @@ type Options struct {
 	PollEvery time.Duration
 }
 
-// Run starts moving every message of the DLQ named queue back to its source
-// queue(s) and, with opts.Wait, waits until the task ends (ctx bounds it).
+// Run starts moving every message of the DLQ queue (a URL, an ARN or a name,
+// see QueueURL) back to its source queue(s) and, with opts.Wait, waits until
+// the task ends (ctx bounds it).
 func Run(ctx context.Context, q queues, queue string, opts Options) (Result, error) {
 	start := time.Now()
 	res := Result{Queue: queue}
@@ -118,12 +120,42 @@ func Run(ctx context.Context, q queues, queue string, opts Options) (Result, err
 	}
 }
 
-func queueARN(ctx context.Context, q queues, name string) (string, error) {
-	u, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		return "", fmt.Errorf("find queue %s: %w", name, err)
+// urlResolver is the SQS call QueueURL makes.
+type urlResolver interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+}
+
+// QueueURL resolves a queue reference: a URL (https://… or http://…) is
+// used as it is, an ARN (arn:<partition>:sqs:<region>:<account>:<name>) and
+// a plain name are looked up with GetQueueUrl (an ARN's account as the
+// queue's owner). A deployed stack's queue names carry CloudFormation's
+// random suffix: resolve a logical id through the stack (internal/stack)
+// first.
+func QueueURL(ctx context.Context, q urlResolver, ref string) (string, error) {
+	if strings.HasPrefix(ref, "https://") || strings.HasPrefix(ref, "http://") {
+		return ref, nil
 	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl,
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(ref)}
+	if strings.HasPrefix(ref, "arn:") {
+		parts := strings.Split(ref, ":")
+		if len(parts) != 6 || parts[2] != "sqs" || parts[5] == "" {
+			return "", fmt.Errorf("find queue %s: not an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", ref)
+		}
+		in = &sqs.GetQueueUrlInput{QueueName: aws.String(parts[5]), QueueOwnerAWSAccountId: aws.String(parts[4])}
+	}
+	u, err := q.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("find queue %s: %w", ref, err)
+	}
+	return aws.ToString(u.QueueUrl), nil
+}
+
+func queueARN(ctx context.Context, q queues, name string) (string, error) {
+	url, err := QueueURL(ctx, q, name)
+	if err != nil {
+		return "", err
+	}
+	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return "", fmt.Errorf("queue attributes of %s: %w", name, err)

@@ -67,6 +67,8 @@ func chain(steps []middleware, last handler) handler {
 //     event's head.
 //   - idempotent before parse: a duplicate costs a claim, never the SDK's
 //     full decode nor a LINE client; a parse failure releases the claim.
+//   - bindState after parse: it gives the parsed event its step and
+//     session stores (bot.Once, Event.Session).
 //   - reportCrash outside timeout and recoverPanics: it reads the panic that
 //     recoverPanics recorded, and publishes even after the record's deadline.
 //   - timeout bounds the handler only: claim, complete, release and the
@@ -82,6 +84,7 @@ func (p *Processor) pipeline() []middleware {
 		decode(p.eventContext),
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
 		parse(p.newMessenger),
+		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		reportCrash(p.crash, p.now, p.log),
 		timeout(p.recordTimeout, p.margin),
 		recoverPanics(),

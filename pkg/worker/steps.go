@@ -183,22 +183,46 @@ type crashReports struct {
 	topic    string
 	function string
 	region   string
-	secrets  []string // scrubbed from the report, besides anything token-shaped
+	secrets  []string          // scrubbed from the report, besides anything token-shaped
+	marks    idempotency.Store // crash markers; nil: report on the first receive only
+	markFor  time.Duration     // how long an event's crash pages once
 }
 
 // reportCrash publishes a crash report to the ops topic when the handler
-// panicked, on the record's first receive only (a retry that panics again
-// is the same crash). The report is built from the record's Result and the
-// recovered panic, with c's secrets scrubbed. A report that cannot be built
-// or published is logged; the record's outcome never depends on it.
+// panicked, once per event and c.markFor (24 h), redriven or not: before
+// publishing it claims the event's crash marker (idempotency.CrashKey, a
+// conditional put that expires after markFor) and publishes only when the
+// claim is new. A report that cannot be published releases the marker, so
+// the next receive reports. When the marker store cannot be reached (or
+// there is none) it falls back to publishing on the record's first receive.
+// The report is built from the record's Result and the recovered panic, with
+// c's secrets scrubbed. A report that cannot be built or published is
+// logged; the record's outcome never depends on it.
 func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			err := next(ctx, r)
-			if r.panicked == nil || c.pub == nil || r.result.ReceiveCount > 1 {
+			if r.panicked == nil || c.pub == nil {
 				return err
 			}
+			ctx = context.WithoutCancel(ctx)
 			res := r.result
+			marker := idempotency.CrashKey(idempotency.Key(res.WebhookEventID, r.detail.Event))
+			marked := false
+			if c.marks != nil {
+				switch merr := c.marks.Claim(ctx, marker, c.markFor); {
+				case merr == nil:
+					marked = true
+				case errors.Is(merr, idempotency.ErrInProgress), errors.Is(merr, idempotency.ErrCompleted):
+					log.InfoContext(ctx, "crash already reported", "webhookEventId", res.WebhookEventID, "receiveCount", res.ReceiveCount)
+					return err
+				default:
+					log.WarnContext(ctx, "crash marker not written", "webhookEventId", res.WebhookEventID, "error", merr.Error())
+				}
+			}
+			if !marked && res.ReceiveCount > 1 {
+				return err // no marker: the first receive reported it
+			}
 			rep := crash.New(r.panicked.value, r.panicked.stack,
 				crash.WithFunction(c.function), crash.WithEvent(res.Type, res.WebhookEventID),
 				crash.WithTraceID(res.TraceID), crash.WithRegion(c.region),
@@ -208,7 +232,7 @@ func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middlew
 				log.ErrorContext(ctx, "crash report not built", "error", merr.Error())
 				return err
 			}
-			_, perr := c.pub.Publish(context.WithoutCancel(ctx), &sns.PublishInput{
+			_, perr := c.pub.Publish(ctx, &sns.PublishInput{
 				TopicArn: aws.String(c.topic),
 				Subject:  aws.String("linegate crash: " + res.Type),
 				Message:  aws.String(string(body)),
@@ -218,6 +242,11 @@ func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middlew
 			})
 			if perr != nil {
 				log.ErrorContext(ctx, "crash report not published", "webhookEventId", res.WebhookEventID, "error", perr.Error())
+				if marked {
+					if rerr := c.marks.Release(ctx, marker); rerr != nil {
+						log.WarnContext(ctx, "crash marker not released", "webhookEventId", res.WebhookEventID, "error", rerr.Error())
+					}
+				}
 			}
 			return err
 		}

@@ -657,3 +657,68 @@ func TestRecoverPanicsKeepsACarriedStack(t *testing.T) {
 		t.Fatalf("stack recorded %q, want the carried one", r.panicked)
 	}
 }
+
+// The crash marker decides whether a panic pages: a new marker publishes,
+// a held one does not (whatever the receive count: a redriven record starts
+// at 1), a store that cannot be reached falls back to the first receive, and
+// a report that could not be published releases its marker.
+func TestReportCrashMarker(t *testing.T) {
+	boom := func(_ context.Context, r *record) error {
+		r.panicked = &panicked{value: "boom", stack: []byte("goroutine 7 [running]:\nmain.handler()\n\t/src/h.go:3")}
+		return ErrPanic
+	}
+	down := errors.New("ThrottlingException")
+	tests := []struct {
+		name       string
+		held       bool  // the event's marker exists already
+		claimErr   error // the marker store fails
+		receive    int
+		failing    bool // the publish fails
+		wantSent   int
+		wantMarker bool // the marker exists afterwards
+		wantLog    string
+	}{
+		{name: "first crash of the event", receive: 1, wantSent: 1, wantMarker: true},
+		{name: "first crash seen on a later receive", receive: 3, wantSent: 1, wantMarker: true},
+		{name: "redriven: receive 1 again, marker held", held: true, receive: 1, wantMarker: true, wantLog: "crash already reported"},
+		{name: "store down, first receive: published anyway", claimErr: down, receive: 1, wantSent: 1, wantLog: "crash marker not written"},
+		{name: "store down, later receive: not published", claimErr: down, receive: 2},
+		{name: "publish fails: marker released", receive: 1, failing: true, wantLog: "crash report not published"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := idempotency.NewMemory()
+			r := decodedRecord(t, "m1", tt.receive, textEvent("01MK", "hi", time.Now(), ""))
+			marker := idempotency.CrashKey("01MK")
+			if tt.held {
+				if err := mem.Claim(context.Background(), marker, 24*time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store := &flakyStore{Store: mem, claimErr: tt.claimErr}
+			topic := &fakeTopic{}
+			c := crashReports{pub: topic, topic: "arn:aws:sns:us-east-1:0:ops", marks: store, markFor: 24 * time.Hour}
+			if tt.failing {
+				c.pub = &failingTopic{}
+			}
+			var logs bytes.Buffer
+			err := reportCrash(c, time.Now, jsonLogger(&logs))((&nextStep{do: boom}).handler)(context.Background(), r)
+			if !errors.Is(err, ErrPanic) {
+				t.Fatalf("returned %v; want the record's own error", err)
+			}
+			if topic.count() != tt.wantSent {
+				t.Fatalf("%d reports published; want %d", topic.count(), tt.wantSent)
+			}
+			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
+				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)
+			}
+			held := errors.Is(mem.Claim(context.Background(), marker, time.Hour), idempotency.ErrInProgress)
+			if held != tt.wantMarker {
+				t.Fatalf("marker held afterwards = %v; want %v (calls %v)", held, tt.wantMarker, store.calls)
+			}
+			if tt.claimErr == nil && (len(store.calls) == 0 || store.calls[0] != "claim "+marker+" 24h0m0s") {
+				t.Fatalf("marker calls %v; want a 24 h claim of %s first", store.calls, marker)
+			}
+		})
+	}
+}

@@ -5,8 +5,9 @@
 // fails its batch.
 //
 // Each record goes through a pipeline of small steps (tracing, accounting,
-// decoding, deduplication, parsing, crash reports, the deadline, panic
-// recovery) ending in the bot's router; (*Processor).pipeline lists them
+// decoding, deduplication, parsing, binding the event's step and session
+// stores, crash reports, the deadline, panic recovery) ending in the bot's
+// router; (*Processor).pipeline lists them
 // in order and says why the order matters.
 package worker
 
@@ -82,6 +83,8 @@ type StartSpan func(ctx context.Context, name, upstream string) (context.Context
 type Processor struct {
 	router        dispatcher
 	store         idempotency.Store
+	state         StateStore // steps and sessions; nil: none
+	sessionTTL    time.Duration
 	newMessenger  func() bot.Messenger
 	crash         crashReports
 	concurrency   int
@@ -107,11 +110,25 @@ type Option func(*Processor)
 // it is called once per record (the SDK client is not goroutine-safe).
 func WithMessenger(f func() bot.Messenger) Option { return func(p *Processor) { p.newMessenger = f } }
 
-// WithCrashReports publishes one crash report per panicking record (on its
-// first receive) to the ops topic.
+// WithCrashReports publishes a panicking record's crash report to the ops
+// topic, once per event and 24 h (see WithCrashMarkers), redriven or not.
 func WithCrashReports(api topicPublisher, topicARN string) Option {
 	return func(p *Processor) { p.crash.pub, p.crash.topic = api, topicARN }
 }
+
+// WithStateStore keeps handlers' idempotent steps (bot.Once) and chat
+// sessions (Event.Session) in s, normally the same table as the idempotency
+// store. Without it Once and Session fail with bot.ErrNoSteps and
+// bot.ErrNoSessions.
+func WithStateStore(s StateStore) Option { return func(p *Processor) { p.state = s } }
+
+// WithSessionTTL sets how long a chat session lives after its last save
+// (default 24 h).
+func WithSessionTTL(d time.Duration) Option { return func(p *Processor) { p.sessionTTL = d } }
+
+// WithCrashMarkers sets how long one event's crash pages once (default 24 h):
+// its crash marker's lifetime.
+func WithCrashMarkers(d time.Duration) Option { return func(p *Processor) { p.crash.markFor = d } }
 
 // WithConcurrency bounds how many records of a batch run at once (default 4).
 func WithConcurrency(n int) Option { return func(p *Processor) { p.concurrency = max(1, n) } }
@@ -168,7 +185,7 @@ func WithEventContext(f func(ctx context.Context, id string) context.Context) Op
 func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor, error) {
 	p := &Processor{
 		router: router, store: store, concurrency: 4,
-		inProgressFor: 30 * time.Second, keepFor: 48 * time.Hour, margin: 2 * time.Second,
+		inProgressFor: 30 * time.Second, keepFor: 48 * time.Hour, margin: 2 * time.Second, sessionTTL: 24 * time.Hour,
 		now: time.Now, log: slog.Default(), metrics: telemetry.Discard,
 		observe:   func(Result) {},
 		startSpan: func(ctx context.Context, _, _ string) (context.Context, Span) { return ctx, nopSpan{} },
@@ -183,6 +200,13 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	if p.keepFor < 24*time.Hour {
 		return nil, fmt.Errorf("worker: completed markers must be kept at least 24h, got %v", p.keepFor)
 	}
+	if p.sessionTTL <= 0 {
+		return nil, fmt.Errorf("worker: the session TTL must be positive, got %v", p.sessionTTL)
+	}
+	if p.crash.markFor <= 0 {
+		p.crash.markFor = 24 * time.Hour
+	}
+	p.crash.marks = store
 	if p.recordTimeout == 0 {
 		p.recordTimeout = max(p.inProgressFor-p.margin, time.Second)
 	}

@@ -59,7 +59,18 @@ func (f *fakeTopic) count() int {
 
 func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
 	t.Helper()
+	f := newFixtureOn(t, router, idempotency.NewMemory(), opts...)
+	return f
+}
+
+// newFixtureOn is newFixture with the worker's idempotency store given
+// (f.store is then a memory store no processor uses).
+func newFixtureOn(t *testing.T, router *bot.Router, store idempotency.Store, opts ...Option) *fixture {
+	t.Helper()
 	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &fakeTopic{}}
+	if m, ok := store.(*idempotency.Memory); ok {
+		f.store = m
+	}
 	f.line = linemock.New(linemock.WithTokens(token))
 	f.srv = httptest.NewServer(f.line)
 	t.Cleanup(f.srv.Close)
@@ -71,7 +82,7 @@ func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
 		WithIdentity("WorkerFunction", "us-east-1"),
 		WithObserver(func(r Result) { f.mu.Lock(); f.seen = append(f.seen, r); f.mu.Unlock() }),
 	}
-	p, err := New(router, f.store, append(base, opts...)...)
+	p, err := New(router, store, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

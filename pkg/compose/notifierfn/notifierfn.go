@@ -1,5 +1,5 @@
 // Package notifierfn wires the notifier function: the access token from
-// SSM, a LINE client, and the alert core that turns SNS records into cards
+// SSM, a LINE client, and the alert core that turns ops queue batches into cards
 // for the operators. functions/notifier and `linegate local` both build the
 // notifier here.
 package notifierfn

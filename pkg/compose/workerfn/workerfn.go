@@ -28,8 +28,11 @@ type TopicPublisher interface {
 
 // Deps are the worker's ports besides the bot.
 type Deps struct {
-	Store idempotency.Store // DynamoDB in AWS, memory locally
-	Ops   TopicPublisher    // crash reports; nil (or no OPS_TOPIC_ARN) disables them
+	// Store is the idempotency table: DynamoDB in AWS, memory locally. When
+	// it is also a worker.StateStore (both of those are), handlers' steps
+	// (bot.Once) and chat sessions (Event.Session) live there too.
+	Store idempotency.Store
+	Ops   TopicPublisher // crash reports; nil (or no OPS_TOPIC_ARN) disables them
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
@@ -57,12 +60,16 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithFunctionTimeout(cfg.FunctionTimeout),
 		worker.WithKeepFor(cfg.KeepCompleted),
+		worker.WithSessionTTL(cfg.SessionTTL),
 		worker.WithIdentity(d.Function, d.Region),
 		worker.WithSecrets(token),
 		worker.WithLogger(c.Logger),
 		worker.WithMetrics(c.Metrics),
 		worker.WithTracing(recordSpan, telemetry.TraceID),
 		worker.WithEventContext(telemetry.WithEventID),
+	}
+	if s, ok := d.Store.(worker.StateStore); ok {
+		opts = append(opts, worker.WithStateStore(s))
 	}
 	if d.Ops != nil && cfg.OpsTopicARN != "" {
 		opts = append(opts, worker.WithCrashReports(d.Ops, cfg.OpsTopicARN))

@@ -150,3 +150,35 @@ func TestCompletedMarkersKeptForConfiguredHours(t *testing.T) {
 		})
 	}
 }
+
+// The wired worker keeps handlers' steps and sessions in its idempotency
+// store: a handler using both succeeds, and the session outlives the event.
+func TestHandlersGetStepsAndSessions(t *testing.T) {
+	store := idempotency.NewMemory()
+	r := bot.NewRouter()
+	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+		if err := e.Once(ctx, "note", func(context.Context) error { return nil }); err != nil {
+			return err
+		}
+		var seen []string
+		s, err := e.Session(ctx, &seen)
+		if err != nil {
+			return err
+		}
+		return s.Save(ctx, append(seen, text))
+	})
+	p, err := workerfn.New(context.Background(), loadConfig(t, map[string]string{"SESSION_TTL_HOURS": "2"}), r, workerfn.Deps{Store: store}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range []string{"one", "two"} {
+		resp, err := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{textRecord(fmt.Sprint("01WF3", i), text)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("record %d: resp %+v err %v", i, resp, err)
+		}
+	}
+	got, err := store.Get(context.Background(), idempotency.SessionKey("Uuser0001"))
+	if err != nil || got.Version != 2 || !strings.Contains(string(got.Value), `["one","two"]`) {
+		t.Fatalf("session %s at version %d, %v; want both texts at version 2", got.Value, got.Version, err)
+	}
+}

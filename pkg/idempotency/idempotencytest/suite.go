@@ -163,19 +163,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) idempotency.Sto
 		s := newStore(t, NewClock(start))
 		key := uniqueKey(t, "k")
 		const n = 16
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				errs[i] = s.Claim(context.Background(), key, inProgressFor)
-			}()
-		}
-		close(gate)
-		wg.Wait()
+		errs := race(n, func(int) error { return s.Claim(context.Background(), key, inProgressFor) })
 		won := 0
 		for i, err := range errs {
 			switch {
@@ -218,6 +206,8 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) idempotency.Sto
 		}
 	})
 
+	runLongKeys(t, newStore)
+
 	t.Run("cancelled context fails and changes nothing", func(t *testing.T) {
 		s := newStore(t, NewClock(start))
 		key := uniqueKey(t, "k")
@@ -256,6 +246,25 @@ func Run(t *testing.T, newStore func(t *testing.T, clock *Clock) idempotency.Sto
 			t.Fatalf("claim = %v; want ErrInProgress", err)
 		}
 	})
+}
+
+// race runs f(0) … f(n-1) at once, released together, and returns their
+// errors by index.
+func race(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			errs[i] = f(i)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	return errs
 }
 
 func matches(err, want error) bool {

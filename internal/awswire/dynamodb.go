@@ -1,0 +1,360 @@
+package awswire
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Tables is an in-memory DynamoDB: tables with a partition key (and
+// optionally a sort key), and the item calls of DynamoDB's API with
+// condition and update expressions (see expr.go). TTL is recorded, not
+// enforced: DynamoDB deletes expired items lazily (up to days late), so a
+// reader must check the expiry itself, as pkg/idempotency does.
+type Tables struct {
+	mu      sync.Mutex
+	region  string
+	account string
+	tables  map[string]*table
+	now     func() time.Time
+}
+
+type table struct {
+	name    string
+	keys    []keyElem // HASH first, then RANGE
+	attrs   []attrDef
+	ttl     string
+	created time.Time
+	items   map[string]item // by the key's canonical JSON
+}
+
+type keyElem struct {
+	AttributeName string
+	KeyType       string
+}
+
+type attrDef struct {
+	AttributeName string
+	AttributeType string
+}
+
+// NewTables returns an empty DynamoDB whose table ARNs name region and
+// account.
+func NewTables(region, account string) *Tables {
+	return &Tables{region: region, account: account, tables: map[string]*table{}, now: time.Now}
+}
+
+// ddbError is a DynamoDB error document: its shape, message, and for a
+// failed condition the item that failed it.
+type ddbError struct {
+	shape, msg string
+	item       item
+}
+
+func (e *ddbError) Error() string { return e.shape + ": " + e.msg }
+
+func validation(format string, args ...any) error {
+	return &ddbError{shape: "ValidationException", msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(name string) error {
+	return &ddbError{shape: "ResourceNotFoundException", msg: "Requested resource not found: Table: " + name + " not found"}
+}
+
+func (s *Server) addDynamoDB() {
+	t := s.ddb
+	ops := map[string]func(context.Context, []byte) (any, error){
+		"CreateTable":      t.createTable,
+		"DescribeTable":    t.describeTable,
+		"UpdateTimeToLive": t.updateTimeToLive,
+		"PutItem":          t.putItem,
+		"GetItem":          t.getItem,
+		"UpdateItem":       t.updateItem,
+		"DeleteItem":       t.deleteItem,
+	}
+	for name, call := range ops {
+		s.json["DynamoDB_20120810."+name] = jsonOp{service: "DynamoDB", namespace: "com.amazonaws.dynamodb.v20120810", version: "1.0", call: call}
+	}
+}
+
+// CreateTable creates a table with the given key (the first element the
+// partition key), as the provisioning of `linegate local` does for each
+// table of the template. An existing table is kept (ResourceInUse is not an
+// error here: provisioning is idempotent).
+func (t *Tables) CreateTable(name string, hashKey, hashType string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tables[name] == nil {
+		t.tables[name] = &table{name: name, keys: []keyElem{{hashKey, "HASH"}}, attrs: []attrDef{{hashKey, hashType}}, created: t.now(), items: map[string]item{}}
+	}
+}
+
+func (t *Tables) createTable(_ context.Context, body []byte) (any, error) {
+	var in struct {
+		TableName            string
+		KeySchema            []keyElem
+		AttributeDefinitions []attrDef
+	}
+	if err := decodeInto(body, &in); err != nil {
+		return nil, err
+	}
+	if in.TableName == "" || len(in.KeySchema) == 0 || len(in.KeySchema) > 2 || in.KeySchema[0].KeyType != "HASH" {
+		return nil, validation("a table needs a name and a key schema of a HASH key and at most one RANGE key")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tables[in.TableName] != nil {
+		return nil, &ddbError{shape: "ResourceInUseException", msg: "Table already exists: " + in.TableName}
+	}
+	tb := &table{name: in.TableName, keys: in.KeySchema, attrs: in.AttributeDefinitions, created: t.now(), items: map[string]item{}}
+	t.tables[in.TableName] = tb
+	return map[string]any{"TableDescription": t.describe(tb)}, nil
+}
+
+func (t *Tables) describe(tb *table) map[string]any {
+	return map[string]any{
+		"TableName": tb.name, "TableStatus": "ACTIVE", "KeySchema": tb.keys, "AttributeDefinitions": tb.attrs,
+		"TableArn":           fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", t.region, t.account, tb.name),
+		"ItemCount":          len(tb.items),
+		"CreationDateTime":   float64(tb.created.UnixMilli()) / 1000,
+		"BillingModeSummary": map[string]string{"BillingMode": "PAY_PER_REQUEST"},
+	}
+}
+
+func (t *Tables) describeTable(_ context.Context, body []byte) (any, error) {
+	var in struct{ TableName string }
+	if err := decodeInto(body, &in); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tb := t.tables[in.TableName]
+	if tb == nil {
+		return nil, notFound(in.TableName)
+	}
+	return map[string]any{"Table": t.describe(tb)}, nil
+}
+
+func (t *Tables) updateTimeToLive(_ context.Context, body []byte) (any, error) {
+	var in struct {
+		TableName               string
+		TimeToLiveSpecification struct {
+			AttributeName string
+			Enabled       bool
+		}
+	}
+	if err := decodeInto(body, &in); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tb := t.tables[in.TableName]
+	if tb == nil {
+		return nil, notFound(in.TableName)
+	}
+	tb.ttl = ""
+	if in.TimeToLiveSpecification.Enabled {
+		tb.ttl = in.TimeToLiveSpecification.AttributeName
+	}
+	return map[string]any{"TimeToLiveSpecification": in.TimeToLiveSpecification}, nil
+}
+
+// itemRequest is the members the item calls share.
+type itemRequest struct {
+	TableName                           string
+	Key                                 item
+	Item                                item
+	ConditionExpression                 *string
+	UpdateExpression                    *string
+	ExpressionAttributeNames            map[string]string
+	ExpressionAttributeValues           map[string]av
+	ReturnValues                        string
+	ReturnValuesOnConditionCheckFailure string
+}
+
+// keyOf checks that k holds exactly the table's key attributes with their
+// declared types, and returns its canonical form.
+func (tb *table) keyOf(k item, exact bool) (string, item, error) {
+	key := item{}
+	for _, e := range tb.keys {
+		v := k[e.AttributeName]
+		if v == nil {
+			return "", nil, validation("The provided key element does not match the schema")
+		}
+		for _, d := range tb.attrs {
+			if d.AttributeName == e.AttributeName && d.AttributeType != v.typ() {
+				return "", nil, validation("One or more parameter values were invalid: Type mismatch for key %s expected: %s actual: %s", e.AttributeName, d.AttributeType, v.typ())
+			}
+		}
+		key[e.AttributeName] = v
+	}
+	if exact && len(k) != len(tb.keys) {
+		return "", nil, validation("The provided key element does not match the schema")
+	}
+	names := make([]string, 0, len(key))
+	for n := range key {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b []byte
+	for _, n := range names {
+		v, _ := json.Marshal(key[n])
+		b = append(b, canonical(v)...)
+	}
+	return string(b), key, nil
+}
+
+// onItem runs fn on the item named by in (its Key, or the key attributes of
+// its Item) under the table lock, after checking the condition. fn returns
+// the new item (nil deletes it).
+func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error)) (any, error) {
+	var in itemRequest
+	tb, unlock, err := t.lockTable(body, &in)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	src := in.Key
+	if useItem {
+		src = in.Item
+	}
+	id, _, err := tb.keyOf(src, exactKey)
+	if err != nil {
+		return nil, err
+	}
+	old := tb.items[id]
+	env := &exprEnv{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, used: map[string]bool{}}
+	if in.ConditionExpression != nil {
+		ok, err := evalCondition(*in.ConditionExpression, env, orEmpty(old))
+		if err != nil {
+			return nil, validation("%v", err)
+		}
+		if !ok {
+			// Usage is checked across every expression before any verdict.
+			if in.UpdateExpression != nil {
+				_ = applyUpdate(*in.UpdateExpression, env, copyItem(old))
+			}
+			if err := env.unused(); err != nil {
+				return nil, validation("%v", err)
+			}
+			e := &ddbError{shape: "ConditionalCheckFailedException", msg: "The conditional request failed"}
+			if in.ReturnValuesOnConditionCheckFailure == "ALL_OLD" {
+				e.item = old
+			}
+			return nil, e
+		}
+	}
+	next, err := fn(&in, old)
+	if err == nil && in.UpdateExpression != nil {
+		err = applyUpdate(*in.UpdateExpression, env, next)
+	}
+	if err != nil {
+		return nil, validation("%v", err)
+	}
+	if err := env.unused(); err != nil {
+		return nil, validation("%v", err)
+	}
+	if next == nil {
+		delete(tb.items, id)
+	} else {
+		tb.items[id] = next
+	}
+	out := map[string]any{}
+	switch in.ReturnValues {
+	case "ALL_OLD":
+		if old != nil {
+			out["Attributes"] = old
+		}
+	case "ALL_NEW":
+		if next != nil {
+			out["Attributes"] = next
+		}
+	}
+	return out, nil
+}
+
+// lockTable decodes an item request and locks the tables; it returns the
+// table the request names (ResourceNotFound when there is none) and the
+// unlock to defer.
+func (t *Tables) lockTable(body []byte, in *itemRequest) (*table, func(), error) {
+	if err := decodeInto(body, in); err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	tb := t.tables[in.TableName]
+	if tb == nil {
+		t.mu.Unlock()
+		return nil, nil, notFound(in.TableName)
+	}
+	return tb, t.mu.Unlock, nil
+}
+
+func orEmpty(it item) item {
+	if it == nil {
+		return item{}
+	}
+	return it
+}
+
+func copyItem(it item) item {
+	out := item{}
+	for k, v := range it {
+		out[k] = v
+	}
+	return out
+}
+
+func (t *Tables) putItem(_ context.Context, body []byte) (any, error) {
+	return t.onItem(body, true, false, func(in *itemRequest, _ item) (item, error) {
+		if in.UpdateExpression != nil {
+			return nil, fmt.Errorf("PutItem takes no UpdateExpression")
+		}
+		return copyItem(in.Item), nil
+	})
+}
+
+func (t *Tables) updateItem(_ context.Context, body []byte) (any, error) {
+	return t.onItem(body, false, true, func(in *itemRequest, old item) (item, error) {
+		next := copyItem(old)
+		for k, v := range in.Key {
+			next[k] = v
+		}
+		return next, nil
+	})
+}
+
+func (t *Tables) deleteItem(_ context.Context, body []byte) (any, error) {
+	return t.onItem(body, false, true, func(*itemRequest, item) (item, error) { return nil, nil })
+}
+
+func (t *Tables) getItem(_ context.Context, body []byte) (any, error) {
+	var in itemRequest
+	tb, unlock, err := t.lockTable(body, &in)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	id, _, err := tb.keyOf(in.Key, true)
+	if err != nil {
+		return nil, err
+	}
+	if it := tb.items[id]; it != nil {
+		return map[string]any{"Item": it}, nil
+	}
+	return map[string]any{}, nil
+}
+
+// writeDDBError writes e as DynamoDB's error document.
+func writeDDBError(w http.ResponseWriter, e *ddbError) {
+	doc := map[string]any{"__type": "com.amazonaws.dynamodb.v20120810#" + e.shape, "message": e.msg}
+	if e.item != nil {
+		doc["Item"] = e.item
+	}
+	w.WriteHeader(http.StatusBadRequest)
+	b, _ := json.Marshal(doc)
+	_, _ = w.Write(b)
+}
