@@ -15,7 +15,6 @@
 package botproc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -201,7 +201,7 @@ func (cl *Client) Forward(ctx context.Context, e *bot.Event) error {
 	if err != nil {
 		return fmt.Errorf("botproc: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://bot"+pathDispatch, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://bot"+pathDispatch, strings.NewReader(string(body)))
 	if err != nil {
 		return fmt.Errorf("botproc: %w", err)
 	}

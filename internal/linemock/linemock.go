@@ -341,28 +341,22 @@ func (s *Server) Calls() map[Call]int {
 // MessagesHandler serves Messages as a JSON array (keys to, via, retryKey,
 // messages, requestId, at, and replyToken for replies), for the local
 // console and for end-to-end tests that talk HTTP.
-func (s *Server) MessagesHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
-			return
-		}
-		writeJSON(w, http.StatusOK, s.Messages())
-	})
-}
+func (s *Server) MessagesHandler() http.Handler { return listHandler(func() any { return s.Messages() }) }
 
 // LoadingHandler serves Loading as a JSON array (keys chatId,
 // loadingSeconds, requestId, at): the loading animations a chat user would
 // have seen.
-func (s *Server) LoadingHandler() http.Handler {
+func (s *Server) LoadingHandler() http.Handler { return listHandler(func() any { return s.Loading() }) }
+
+// listHandler answers GET and HEAD with list() as JSON.
+func listHandler(list func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
 			return
 		}
-		writeJSON(w, http.StatusOK, s.Loading())
+		writeJSON(w, http.StatusOK, list())
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/testbot"
+	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/redrive"
@@ -27,22 +28,7 @@ import (
 const testTemplate = "../../template.yaml"
 
 // syncBuffer collects the console output of a runtime.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testio.Buffer
 
 func start(t *testing.T, cfg Config) (*Runtime, *lineplatform.Platform) {
 	t.Helper()

@@ -50,25 +50,22 @@ var DefaultLimits = Limits{
 // withDefaults fills zero fields from DefaultLimits.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.ReadHeaderTimeout > 0 {
-		d.ReadHeaderTimeout = l.ReadHeaderTimeout
+	return Limits{
+		ReadHeaderTimeout: positiveOr(l.ReadHeaderTimeout, d.ReadHeaderTimeout),
+		ReadTimeout:       positiveOr(l.ReadTimeout, d.ReadTimeout),
+		WriteTimeout:      positiveOr(l.WriteTimeout, d.WriteTimeout),
+		IdleTimeout:       positiveOr(l.IdleTimeout, d.IdleTimeout),
+		MaxHeaderBytes:    positiveOr(l.MaxHeaderBytes, d.MaxHeaderBytes),
+		MaxBodyBytes:      positiveOr(l.MaxBodyBytes, d.MaxBodyBytes),
 	}
-	if l.ReadTimeout > 0 {
-		d.ReadTimeout = l.ReadTimeout
+}
+
+// positiveOr is v when positive, else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	if l.WriteTimeout > 0 {
-		d.WriteTimeout = l.WriteTimeout
-	}
-	if l.IdleTimeout > 0 {
-		d.IdleTimeout = l.IdleTimeout
-	}
-	if l.MaxHeaderBytes > 0 {
-		d.MaxHeaderBytes = l.MaxHeaderBytes
-	}
-	if l.MaxBodyBytes > 0 {
-		d.MaxBodyBytes = l.MaxBodyBytes
-	}
-	return d
+	return def
 }
 
 // ErrRemoteNotAllowed is returned by Start for an address beyond loopback

@@ -17,6 +17,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testbot"
+	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
 )
@@ -222,24 +223,12 @@ func TestOtherPathsReadThroughTheLimit(t *testing.T) {
 func TestSlowHeadersAreCut(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	rt, _ := start(t, Config{Limits: Limits{ReadHeaderTimeout: timeout}})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(rt.URL(), "http://"))
-	if err != nil {
-		t.Fatal(err)
+	got := <-testio.Stall(t, strings.TrimPrefix(rt.URL(), "http://"), "POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", timeout+3*time.Second)
+	if !got.ByServer {
+		t.Fatalf("connection still open after %v: the read-header timeout did not cut it", got.After)
 	}
-	defer conn.Close()
-	begin := time.Now()
-	if _, err := io.WriteString(conn, "POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(timeout + 3*time.Second))
-	n, err := io.Copy(io.Discard, conn)
-	took := time.Since(begin)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("connection still open after %v (read %d bytes): the read-header timeout did not cut it", took, n)
-	}
-	if took < timeout/2 || took > timeout+2*time.Second {
-		t.Fatalf("connection closed after %v, want about %v", took, timeout)
+	if got.After < timeout/2 || got.After > timeout+2*time.Second {
+		t.Fatalf("connection closed after %v, want about %v", got.After, timeout)
 	}
 }
 

@@ -14,12 +14,8 @@ import (
 // skipped, a failing and an unbuildable package: the output is what plain
 // go test shows plus the lists, and every skip and failure is counted.
 func TestSummarise(t *testing.T) {
-	stream, err := os.ReadFile("testdata/stream.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
-	s, err := Summarise(bytes.NewReader(stream), &out)
+	s, err := Summarise(fixture(t, "testdata/stream.jsonl"), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,4 +69,15 @@ func FuzzSummarise(f *testing.F) {
 			t.Fatalf("summary %+v from %d bytes", s, len(stream))
 		}
 	})
+}
+
+// fixture opens a checked-in stream.
+func fixture(t *testing.T, path string) io.Reader {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

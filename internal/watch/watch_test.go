@@ -19,6 +19,7 @@ import (
 	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/lineapi"
@@ -68,17 +69,7 @@ func serveTestBot(sock string) int {
 	return 0
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = testio.Buffer
 
 // What is tested here, with a fake build (it writes the variant the test
 // chose) and the test binary as the bot process: a change under the root
