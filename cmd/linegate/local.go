@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 
+	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/bot"
@@ -21,34 +24,71 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scale := fs.Float64("time-scale", 1, "compress visibility timeouts and alarm periods by this factor (60: a 3-minute timeout takes 3 s)")
 	endpoint := fs.String("endpoint-url", "", "run against this AWS-compatible endpoint (moto_server, LocalStack) instead of the in-memory cloud")
 	verbose := fs.Bool("verbose", false, "also print the functions' JSON logs and EMF metrics to stderr")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback; every path but the webhook then needs the token")
+	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
+	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if *scale <= 0 {
 		return usageError{"--time-scale must be positive"}
 	}
+	if _, err := os.Stat(*tmpl); errors.Is(err, iofs.ErrNotExist) {
+		wd, _ := os.Getwd()
+		return fmt.Errorf("%s not found in %s: run linegate local from the repository (where template.yaml is), or pass --template path/to/template.yaml", *tmpl, wd)
+	}
 	if *endpoint != "" && *scale != 1 {
 		fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
 	}
-	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot}
+	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
+		AllowRemote: *allowRemote, Token: *token}
 	if *verbose {
 		cfg.Logs = stderr
+	}
+	var w *watcher
+	if *watchFlag {
+		w = &watcher{client: &botproc.Client{}}
+		cfg.Bot = w.bot
 	}
 	rt, err := local.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	backend := "in-memory cloud"
-	if *endpoint != "" {
-		backend = *endpoint
+	banner(stdout, rt, *endpoint, *scale, *token != "")
+	if w != nil {
+		if err := w.run(ctx, *tmpl, stdout); err != nil {
+			return fmt.Errorf("--watch: %w", err)
+		}
 	}
-	fmt.Fprintf(stdout, "linegate local ready: webhook %s (%s, time scale %g)\n", rt.WebhookURL(), backend, *scale)
-	fmt.Fprintf(stdout, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
-	fmt.Fprintf(stdout, "  inspect: %s/_local/events  /_local/line/messages  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "linegate local: shutting down")
 	return nil
+}
+
+// banner is what linegate local prints once it serves: where, what state it
+// keeps, and how to reach it.
+func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, tokenGiven bool) {
+	backend := "in-memory cloud"
+	if endpoint != "" {
+		backend = endpoint
+	}
+	fmt.Fprintf(w, "linegate local ready: webhook %s (%s, time scale %g)\n", rt.WebhookURL(), backend, scale)
+	if endpoint == "" {
+		fmt.Fprintln(w, "  state: in memory only: queues, DLQs, the idempotency table and the event log are lost when this process stops")
+	}
+	fmt.Fprintf(w, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
+	fmt.Fprintf(w, "  inspect: %s/_local/events  /_local/line/messages  /_local/line/loading  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())
+	if rt.Remote() {
+		fmt.Fprintf(w, "  WARNING: listening on %s, beyond loopback: anyone who can reach it can post webhooks (signed with the channel secret),\n", rt.ListenAddr())
+		fmt.Fprintln(w, "  and every other path needs the token (Authorization: Bearer TOKEN, X-Linegate-Token, ?token=, or as AWS_ACCESS_KEY_ID)")
+	}
+	switch {
+	case rt.Token() != "" && tokenGiven:
+		fmt.Fprintln(w, "  token: the one given by --token / $LINEGATE_LOCAL_TOKEN")
+	case rt.Token() != "":
+		fmt.Fprintf(w, "  token: %s\n", rt.Token())
+	}
 }
 
 // exampleBot is the bot `linegate local` runs: the same one line as in

@@ -1,9 +1,9 @@
 // Command linegate is the developer CLI: run the whole pipeline locally, sign
 // and send webhooks, redrive dead-letter queues, and replay archived events.
 //
-//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL]
+//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch]
 //	linegate send    [--url URL] [--secret S] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
-//	linegate sign    --secret S FILE
+//	linegate sign    [--secret S] FILE
 //	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
 //	linegate env-json --stack NAME [--template template.yaml] [--out FILE]
 //	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
@@ -13,6 +13,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +34,8 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"bench":       runBench,
 	"doctor":      runDoctor,
 	"resend-held": runResendHeld,
+	// bot-serve is not listed in usage: linegate local --watch runs it.
+	"bot-serve": runBotServe,
 }
 
 func main() {
@@ -41,9 +45,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -52,6 +60,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := cmd(ctx, args[1:], stdout, stderr); err != nil {
+		if helpRequested(err) {
+			return 0 // the flag set has printed the command's usage
+		}
 		fmt.Fprintf(stderr, "linegate %s: %v\n", args[0], err)
 		if _, ok := err.(usageError); ok {
 			return 2
@@ -59,6 +70,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// helpRequested reports whether err is -h or --help given to a command:
+// the commands pass the flag package's error on as a usageError's text.
+func helpRequested(err error) bool {
+	var u usageError
+	return errors.Is(err, flag.ErrHelp) || (errors.As(err, &u) && u.msg == flag.ErrHelp.Error())
 }
 
 // usageError marks bad command-line input (exit 2).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
@@ -68,5 +70,99 @@ func TestSendSignsWhatItPosts(t *testing.T) {
 	code, _, _ := runCLI("send", "--url", srv.URL, "--secret", "wrong", "--text", "x")
 	if code != 1 {
 		t.Fatalf("a refused send exited %d, want 1", code)
+	}
+}
+
+// -h and --help print usage and exit 0, for the CLI and every command.
+func TestHelpExitsZero(t *testing.T) {
+	code, out, _ := runCLI("--help")
+	if code != 0 || !strings.Contains(out, "usage: linegate") {
+		t.Fatalf("linegate --help: exit %d, stdout %q", code, out)
+	}
+	for name := range commands {
+		for _, flag := range []string{"-h", "--help"} {
+			code, out, errOut := runCLI(name, flag)
+			if code != 0 || !strings.Contains(out+errOut, "-") || strings.Contains(errOut, "help requested") {
+				t.Errorf("linegate %s %s: exit %d, out %q, err %q; want usage and exit 0", name, flag, code, out, errOut)
+			}
+		}
+	}
+}
+
+// With no server, send prints no made-up status line, only the error and a
+// hint; a 401 says the secret is the likely cause.
+func TestSendErrorsSayWhatToDo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/webhook"
+	ln.Close()
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) }))
+	defer refuse.Close()
+	body := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(body, []byte(`{"events":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		stdout  string // "" means nothing at all
+		errWant string
+	}{
+		{"no server", []string{"send", "--url", closed, "--text", "hi"}, "", "is linegate local running"},
+		{"no server, raw file", []string{"send", "--url", closed, "--file", body}, "", "is linegate local running"},
+		{"401", []string{"send", "--url", refuse.URL, "--text", "hi"}, "401 Unauthorized", "--secret"},
+		{"401, raw file", []string{"send", "--url", refuse.URL, "--file", body}, "401 Unauthorized", "--secret"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := runCLI(tt.args...)
+		if code != 1 || !strings.Contains(errOut, tt.errWant) || (tt.stdout == "" && out != "") || !strings.Contains(out, tt.stdout) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1, stdout with %q, stderr with %q", tt.name, code, out, errOut, tt.stdout, tt.errWant)
+		}
+	}
+}
+
+// sign needs no secret for linegate local: its default is local's.
+func TestSignDefaultsToTheLocalSecret(t *testing.T) {
+	t.Setenv("LINE_CHANNEL_SECRET", "")
+	f := filepath.Join(t.TempDir(), "body.json")
+	body := []byte(`{"events":[]}`)
+	if err := os.WriteFile(f, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("sign", f)
+	if code != 0 || strings.TrimSpace(out) != signature.Sign([]byte(local.DefaultSecret), body) {
+		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+// linegate local explains its start-up failures: no template here, a port
+// in use, an address beyond loopback.
+func TestLocalStartErrorsSayWhatToDo(t *testing.T) {
+	tmpl, err := filepath.Abs("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	t.Chdir(t.TempDir())
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"outside the repository", []string{"local"}, "--template"},
+		{"port in use", []string{"local", "--template", tmpl, "--addr", busy.Addr().String()}, "--addr"},
+		{"beyond loopback", []string{"local", "--template", tmpl, "--addr", "0.0.0.0:0"}, "--allow-remote"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runCLI(tt.args...)
+		if code != 1 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and a hint naming %s", tt.name, code, errOut, tt.want)
+		}
 	}
 }

@@ -103,7 +103,12 @@ func awsConfig(ctx context.Context, endpoint string) (aws.Config, error) {
 		cfg.Region = "us-east-1"
 	}
 	// An emulator accepts any credentials; don't go looking for real ones.
-	if os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+	// A linegate local reachable beyond loopback takes its token as the
+	// access key id.
+	switch {
+	case os.Getenv("LINEGATE_LOCAL_TOKEN") != "":
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(os.Getenv("LINEGATE_LOCAL_TOKEN"), "local", "")
+	case os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "":
 		cfg.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
 	}
 	return cfg, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/lineplatform"
+	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
@@ -20,7 +21,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:3000/webhook", "webhook URL")
-	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", "local-channel-secret"), "channel secret (default $LINE_CHANNEL_SECRET or linegate local's)")
+	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), "channel secret (default $LINE_CHANNEL_SECRET or linegate local's)")
 	text := fs.String("text", "", "send a text message with this text")
 	user := fs.String("user", "U0000000000000000000000000000user", "the sending user's ID")
 	event := fs.String("event", "", "send an event of this type: follow, unfollow or postback")
@@ -64,11 +65,27 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	a := d.Attempts[len(d.Attempts)-1]
-	fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
-	if a.Err != "" {
-		return errors.New(a.Err)
+	if a.Status == 0 {
+		return noAnswer(*url, errors.New(a.Err))
 	}
-	return err
+	fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
+	if a.Status/100 != 2 {
+		return refused(a.Status)
+	}
+	return nil
+}
+
+// noAnswer is the error of a send that got no HTTP answer at all.
+func noAnswer(url string, err error) error {
+	return fmt.Errorf("no answer from %s: %w\n  is linegate local running? start it with `make local` (or pass --url)", url, err)
+}
+
+// refused is the error of a send the webhook answered with status.
+func refused(status int) error {
+	if status == http.StatusUnauthorized {
+		return fmt.Errorf("the webhook answered 401: the signature was refused: --secret (default $LINE_CHANNEL_SECRET, else linegate local's %q) is not the channel secret the webhook uses", local.DefaultSecret)
+	}
+	return fmt.Errorf("the webhook answered %d", status)
 }
 
 // postRaw signs and posts a body as it is, for hand-made or recorded webhooks.
@@ -83,13 +100,13 @@ func postRaw(ctx context.Context, url, secret string, body []byte, stdout io.Wri
 	start := time.Now()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
-		return fmt.Errorf("post %s: %w", url, err)
+		return noAnswer(url, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	fmt.Fprintf(stdout, "%d %s in %s: %s\n", resp.StatusCode, http.StatusText(resp.StatusCode), time.Since(start).Round(time.Microsecond), out)
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook answered %d", resp.StatusCode)
+		return refused(resp.StatusCode)
 	}
 	return nil
 }

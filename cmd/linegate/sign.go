@@ -7,18 +7,19 @@ import (
 	"io"
 	"os"
 
+	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
 func runSign(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	secret := fs.String("secret", os.Getenv("LINE_CHANNEL_SECRET"), "channel secret (default $LINE_CHANNEL_SECRET)")
+	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), "channel secret (default $LINE_CHANNEL_SECRET, else linegate local's)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if *secret == "" || fs.NArg() != 1 {
-		return usageError{"usage: linegate sign --secret S FILE"}
+		return usageError{"usage: linegate sign [--secret S] FILE"}
 	}
 	body, err := os.ReadFile(fs.Arg(0))
 	if err != nil {

@@ -93,6 +93,8 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 		Getenv: func(string) string { return "" }, // never a real channel
 		Logs:   o.Logs, Bot: func(config.Worker) *bot.Router { return newRouter(o.Work) }, BusLatency: o.BusLatency,
 		WorkerOptions: []worker.Option{worker.WithConcurrency(o.RecordConcurrency)},
+		// The accounting reads every event and every send of the run.
+		EventLogSize: 2*o.Events + 1000, LineRecords: 4*o.Events + 1000,
 	})
 	if err != nil {
 		return SystemResult{}, Accounting{}, 0, fmt.Errorf("linegate: %w", err)

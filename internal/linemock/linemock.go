@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/linegate/linegate/internal/ring"
 )
 
 // API paths the Server answers.
@@ -40,6 +42,8 @@ const (
 	PathPush    = "/v2/bot/message/push"       // POST: send push message
 	PathLoading = "/v2/bot/chat/loading/start" // POST: display a loading animation
 	PathBotInfo = "/v2/bot/info"               // GET: bot info
+	// PathUnknown is the Calls key of every path the Server does not serve.
+	PathUnknown = "(unknown)"
 )
 
 // Via names the API a recorded message went through.
@@ -59,6 +63,13 @@ const (
 	RetryKeyTTL = 24 * time.Hour
 	// maxBodyBytes is LINE's request size limit (413 above it).
 	maxBodyBytes = 2 << 20
+	// DefaultMaxRecords is how many sends (and, apart, loading animations)
+	// a Server keeps for Messages and Loading: the newest ones. A dev server
+	// left running all day keeps a bounded history.
+	DefaultMaxRecords = 1000
+	// sweepEvery bounds how often expired reply tokens and retry keys are
+	// forgotten.
+	sweepEvery = time.Minute
 )
 
 // Header names LINE uses.
@@ -195,6 +206,22 @@ func WithReplyTokenTTL(d time.Duration) Option { return func(s *Server) { s.repl
 // valid once each, so LINE's sample webhook bodies can be replayed.
 func WithAcceptUnknownReplyTokens() Option { return func(s *Server) { s.acceptUnknown = true } }
 
+// WithMaxRecords sets how many sends and how many loading animations are
+// kept for Messages and Loading (default DefaultMaxRecords each); the oldest
+// are dropped first.
+func WithMaxRecords(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxRecords = n
+		}
+	}
+}
+
+// WithOnLoading calls f for every accepted loading-animation request (a
+// loading animation is otherwise invisible locally), outside the Server's
+// lock.
+func WithOnLoading(f func(LoadingCall)) Option { return func(s *Server) { s.onLoading = f } }
+
 // WithBotInfo sets the body of GET /v2/bot/info.
 func WithBotInfo(b BotInfo) Option { return func(s *Server) { s.botInfo = b } }
 
@@ -210,6 +237,8 @@ type Server struct {
 	acceptUnknown bool
 	botInfo       BotInfo
 	newRequestID  func() string
+	maxRecords    int
+	onLoading     func(LoadingCall)
 
 	channelID     string
 	channelSecret string
@@ -226,10 +255,11 @@ type Server struct {
 	replyTokens map[string]*replyToken
 	retryKeys   map[string]acceptedPush
 	faults      map[string][]*Fault
-	records     []Record
-	loading     []LoadingCall
+	records     *ring.Buffer[Record]
+	loading     *ring.Buffer[LoadingCall]
 	calls       map[Call]int
 	messageSeq  uint64
+	lastSweep   time.Time
 }
 
 type replyToken struct {
@@ -259,10 +289,13 @@ func New(opts ...Option) *Server {
 		tokenTTL:     StatelessTokenTTL,
 		quota:        Quota{Limit: -1},
 		channel:      Channel{Active: true, Redelivery: true},
+		maxRecords:   DefaultMaxRecords,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.records = ring.New[Record](s.maxRecords)
+	s.loading = ring.New[LoadingCall](s.maxRecords)
 	return s
 }
 
@@ -278,6 +311,7 @@ func (s *Server) IssueReplyToken(token string, issuedAt time.Time) {
 func (s *Server) IssueReplyTokenTo(token, to string, issuedAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sweepLocked(s.now())
 	s.replyTokens[token] = &replyToken{to: to, issuedAt: issuedAt}
 }
 
@@ -292,23 +326,24 @@ func (s *Server) Inject(f Fault) {
 	s.faults[f.Path] = append(s.faults[f.Path], &f)
 }
 
-// Messages returns a copy of every accepted send, oldest first.
+// Messages returns a copy of the accepted sends still kept (the newest
+// WithMaxRecords), oldest first.
 func (s *Server) Messages() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, len(s.records))
-	for i, r := range s.records {
-		r.Messages = slices.Clone(r.Messages)
-		out[i] = r
+	out := s.records.All()
+	for i := range out {
+		out[i].Messages = slices.Clone(out[i].Messages)
 	}
 	return out
 }
 
-// Loading returns a copy of every accepted loading-animation request.
+// Loading returns a copy of the accepted loading-animation requests still
+// kept (the newest WithMaxRecords), oldest first.
 func (s *Server) Loading() []LoadingCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.loading)
+	return s.loading.All()
 }
 
 // Calls returns how many requests were answered, by path and status,
@@ -327,13 +362,23 @@ func (s *Server) Calls() map[Call]int {
 // messages, requestId, at, and replyToken for replies), for the local
 // console and for end-to-end tests that talk HTTP.
 func (s *Server) MessagesHandler() http.Handler {
+	return listHandler(func() any { return s.Messages() })
+}
+
+// LoadingHandler serves Loading as a JSON array (keys chatId,
+// loadingSeconds, requestId, at): the loading animations a chat user would
+// have seen.
+func (s *Server) LoadingHandler() http.Handler { return listHandler(func() any { return s.Loading() }) }
+
+// listHandler answers GET and HEAD with list() as JSON.
+func listHandler(list func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Message: "Method not allowed"})
 			return
 		}
-		writeJSON(w, http.StatusOK, s.Messages())
+		writeJSON(w, http.StatusOK, list())
 	})
 }
 
@@ -346,8 +391,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
+	path := r.URL.Path
+	if _, known := routes[path]; !known {
+		path = PathUnknown // any number of made-up paths are one key
+	}
 	s.mu.Lock()
-	s.calls[Call{Path: r.URL.Path, Status: sw.status}]++
+	s.calls[Call{Path: path, Status: sw.status}]++
 	s.mu.Unlock()
 }
 
@@ -512,6 +561,10 @@ func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, reqID stri
 		return
 	}
 	tok.used = true
+	if !s.acceptUnknown {
+		// Forgotten, a used token is unknown: refused all the same.
+		delete(s.replyTokens, req.replyToken)
+	}
 	sent := s.acceptLocked(Record{
 		To: tok.to, Via: ViaReply, ReplyToken: req.replyToken, Messages: req.messages,
 		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
@@ -542,18 +595,33 @@ func (s *Server) handlePush(w http.ResponseWriter, req pushRequest, reqID string
 		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
 	}, req.types)
 	if retryKey != "" {
-		s.sweepRetryKeysLocked(now)
+		s.sweepLocked(now)
 		s.retryKeys[retryKey] = acceptedPush{requestID: reqID, at: now, sent: sent}
 	}
 	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
 }
 
-// sweepRetryKeysLocked forgets retry keys older than RetryKeyTTL so a
-// long-running local server does not grow without bound.
-func (s *Server) sweepRetryKeysLocked(now time.Time) {
+// sweepLocked forgets, at most once per sweepEvery, retry keys older than
+// RetryKeyTTL and reply tokens past their TTL (LINE refuses both alike once
+// expired, known or not), so a long-running local server does not grow
+// without bound. Under WithAcceptUnknownReplyTokens reply tokens are kept:
+// forgetting one would make it unknown, hence valid again.
+func (s *Server) sweepLocked(now time.Time) {
+	if now.Sub(s.lastSweep) < sweepEvery {
+		return
+	}
+	s.lastSweep = now
 	for k, v := range s.retryKeys {
 		if now.Sub(v.at) >= RetryKeyTTL {
 			delete(s.retryKeys, k)
+		}
+	}
+	if s.acceptUnknown {
+		return
+	}
+	for k, t := range s.replyTokens {
+		if !now.Before(t.issuedAt.Add(s.replyTTL)) {
+			delete(s.replyTokens, k)
 		}
 	}
 }
@@ -569,7 +637,7 @@ func (s *Server) acceptLocked(rec Record, types []string) []sentMessage {
 			sent[i].QuoteToken = "q" + id
 		}
 	}
-	s.records = append(s.records, rec)
+	s.records.Push(rec)
 	return sent
 }
 
@@ -584,9 +652,13 @@ func quotable(t string) bool {
 }
 
 func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, reqID string) {
+	c := LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now()}
 	s.mu.Lock()
-	s.loading = append(s.loading, LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now()})
+	s.loading.Push(c)
 	s.mu.Unlock()
+	if s.onLoading != nil {
+		s.onLoading(c)
+	}
 	writeJSON(w, http.StatusAccepted, struct{}{})
 }
 

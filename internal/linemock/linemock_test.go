@@ -202,8 +202,12 @@ func TestValidation(t *testing.T) {
 			if got := len(s.Messages()); got != wantRecords {
 				t.Errorf("records = %d, want %d", got, wantRecords)
 			}
-			if got := s.Calls()[Call{Path: tc.req.path, Status: tc.status}]; got != 1 {
-				t.Errorf("Calls[%s %d] = %d, want 1", tc.req.path, tc.status, got)
+			path := tc.req.path
+			if tc.status == 404 {
+				path = PathUnknown // made-up paths share one key
+			}
+			if got := s.Calls()[Call{Path: path, Status: tc.status}]; got != 1 {
+				t.Errorf("Calls[%s %d] = %d, want 1", path, tc.status, got)
 			}
 		})
 	}
@@ -620,4 +624,63 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("status %d on %s but %d records", rec.Code, p, got)
 		}
 	})
+}
+
+// A Server left running keeps a bounded history: the newest sends and
+// loading animations, expired reply tokens forgotten, and one Calls key for
+// any number of made-up paths.
+func TestLongRunBounded(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	var loadings []LoadingCall
+	s := New(WithClock(func() time.Time { return now }), WithMaxRecords(3), WithOnLoading(func(c LoadingCall) { loadings = append(loadings, c) }))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	post := func(path, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 5 {
+		tok := fmt.Sprintf("token-%d", i)
+		s.IssueReplyTokenTo(tok, "U1", now)
+		if st := post(PathReply, fmt.Sprintf(`{"replyToken":%q,"messages":[{"type":"text","text":"m%d"}]}`, tok, i)); st != 200 {
+			t.Fatalf("reply %d: %d", i, st)
+		}
+		if st := post(PathLoading, `{"chatId":"U1","loadingSeconds":5}`); st != 202 {
+			t.Fatalf("loading %d: %d", i, st)
+		}
+		post(fmt.Sprintf("/v2/bot/made-up-%d", i), `{}`)
+	}
+	var texts []string
+	for _, m := range s.Messages() {
+		texts = append(texts, string(m.Messages[0]))
+	}
+	if got := strings.Join(texts, " "); !strings.Contains(got, `"m2"`) || !strings.Contains(got, `"m4"`) || len(texts) != 3 {
+		t.Fatalf("kept %d sends %s, want the newest 3 (m2..m4)", len(texts), got)
+	}
+	if len(s.Loading()) != 3 || len(loadings) != 5 {
+		t.Fatalf("kept %d loading calls and observed %d, want 3 kept and 5 observed", len(s.Loading()), len(loadings))
+	}
+	if got := s.Calls()[Call{Path: PathUnknown, Status: 404}]; got != 5 || len(s.Calls()) != 3 {
+		t.Fatalf("calls %v: want 5 unknown-path 404s under one key among 3 keys", s.Calls())
+	}
+	// Past the tokens' TTL and a sweep interval, issuing one more forgets
+	// the expired ones: an expired token is refused just the same.
+	now = now.Add(DefaultReplyTokenTTL + sweepEvery)
+	s.IssueReplyTokenTo("fresh", "U1", now)
+	s.mu.Lock()
+	left := len(s.replyTokens)
+	s.mu.Unlock()
+	if left != 1 {
+		t.Fatalf("%d reply tokens held after the sweep, want only the fresh one", left)
+	}
+	if st := post(PathReply, `{"replyToken":"token-0","messages":[{"type":"text","text":"late"}]}`); st != 400 {
+		t.Fatalf("an expired, forgotten token answered %d, want 400", st)
+	}
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -25,13 +26,25 @@ type apiGateway struct {
 	metrics interface{ Flush() error }
 	runtime *Runtime
 	secrets [][]byte
+	maxBody int64 // the webhook's MAX_BODY_BYTES
 }
 
 func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAPIGatewayBody+1))
-	if err != nil || len(body) > maxAPIGatewayBody {
-		http.Error(w, `{"message":"Request Too Long"}`, http.StatusRequestEntityTooLarge)
+	var acc acceptance
+	defer func() {
+		// Whatever happens below, worker lines held for this request's events
+		// are printed (after the webhook line when there is one).
+		if !acc.printed {
+			held, n := acc.outcome()
+			a.runtime.out.webhook(0, held, n, "aborted", time.Since(start))
+		}
+	}()
+	body, status, reason := a.readBody(r)
+	if status != 0 {
+		acc.printed = true
+		a.runtime.out.webhook(status, nil, 0, reason, time.Since(start))
+		http.Error(w, fmt.Sprintf(`{"message":%q}`, reason), status)
 		return
 	}
 	req := events.APIGatewayProxyRequest{
@@ -49,9 +62,11 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// LINE mints a reply token for every event it delivers; the local
 	// Messaging API learns them from the (validly signed) webhook.
-	a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+	if int64(len(body)) <= a.maxBody {
+		a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+	}
 
-	ctx, seg := a.runtime.startInvocation(r.Context(), a.fn.Name)
+	ctx, seg := a.runtime.startInvocation(withAcceptance(r.Context(), &acc), a.fn.Name)
 	ctx, cancel := context.WithTimeout(ctx, a.fn.Timeout)
 	resp, err := a.handler(ctx, req)
 	cancel()
@@ -63,12 +78,48 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = a.metrics.Flush()
 	a.runtime.counters.invoked(a.fn.Name, err)
 	a.runtime.counters.api(resp.StatusCode)
+	// The console line goes out before the response: a client that reads
+	// the response and then the console sees them in that order.
+	acc.printed = true
+	held, n := acc.outcome()
+	a.runtime.out.webhook(resp.StatusCode, held, n, errorReason(resp.Body), time.Since(start))
 	for k, v := range resp.Headers {
 		w.Header().Set(k, v)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.WriteString(w, resp.Body)
-	a.runtime.out.webhook(resp.StatusCode, countEvents(body), time.Since(start))
+}
+
+// readBody reads the request body through the webhook's own limit, before
+// anything is buffered: at most maxBody+1 bytes are ever held. A body over
+// the limit reaches the core cut at maxBody+1 bytes, and the core answers
+// its 413 exactly as for the whole body. A declared length over API
+// Gateway's own 10 MB payload limit is refused without reading, as API
+// Gateway refuses it; a body that stops arriving (the server's read
+// timeout) is answered 408. status is 0 when body is the request's.
+func (a *apiGateway) readBody(r *http.Request) (body []byte, status int, reason string) {
+	if r.ContentLength > maxAPIGatewayBody {
+		return nil, http.StatusRequestEntityTooLarge, "Request Too Long"
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
+	if err != nil {
+		return nil, http.StatusRequestTimeout, "Request Timeout"
+	}
+	return body, 0, ""
+}
+
+// errorReason is the short error a rejected webhook answered with (the
+// core's {"error": "..."} or API Gateway's {"message": "..."}).
+func errorReason(body string) string {
+	var e struct{ Error, Message string }
+	_ = json.Unmarshal([]byte(body), &e)
+	switch {
+	case e.Error != "":
+		return e.Error
+	case e.Message != "":
+		return e.Message
+	}
+	return "no reason given"
 }
 
 func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) {
@@ -101,14 +152,4 @@ func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) 
 		}
 		line.IssueReplyTokenTo(e.ReplyToken, to, at)
 	}
-}
-
-func countEvents(body []byte) int {
-	var cb struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if json.Unmarshal(body, &cb) != nil {
-		return 0
-	}
-	return len(cb.Events)
 }

@@ -175,7 +175,7 @@ func (s *eventSource) noteFailure(r events.SQSMessage) {
 			id = h.WebhookEventID
 		}
 	}
-	s.runtime.events.deadLettered(id, n)
+	s.runtime.events.deadLettered(id, s.dlqName())
 	s.runtime.out.deadLettered(id, s.dlqName())
 }
 

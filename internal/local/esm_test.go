@@ -59,8 +59,8 @@ func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
 			if tt.failDeletes {
 				poller = failingDeletes{c}
 			}
-			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: &printer{w: io.Discard},
-				events: newEventLog(), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 20}}
+			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: newPrinter(io.Discard),
+				events: newEventLog(0), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 20}}
 			var mu sync.Mutex
 			receives := 0
 			es := &eventSource{runtime: rt, sqs: poller, fn: template.Function{Name: "f", Timeout: time.Second},
@@ -127,8 +127,8 @@ func TestEventSourceBatchingWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: &printer{w: io.Discard},
-				events: newEventLog(), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 1}}
+			rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: newPrinter(io.Discard),
+				events: newEventLog(0), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 1}}
 			batches := make(chan int, 10)
 			es := &eventSource{runtime: rt, sqs: c, fn: template.Function{Name: "notifier", Timeout: time.Second},
 				mapping: template.SQSMapping{BatchSize: tt.batchSize, BatchingWindow: tt.window, ReportBatchItemFailures: true},

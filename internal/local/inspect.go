@@ -1,115 +1,10 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"sort"
-	"strings"
 	"sync"
-	"time"
-
-	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/envelope"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/worker"
 )
-
-// EventOutcome is one webhook event that reached a worker, as
-// /_local/events reports it.
-type EventOutcome = eventView
-
-// eventView is one webhook event that reached a worker, for /_local/events.
-type eventView struct {
-	WebhookEventID string `json:"webhookEventId"`
-	Type           string `json:"type"`
-	ReceiveCount   int    `json:"receiveCount"`
-	Outcome        string `json:"outcome"`
-	Error          string `json:"error,omitempty"`
-	first          int
-}
-
-// Outcome values of /_local/events beyond the worker's own.
-const outcomeDeadLettered = "dead-lettered"
-
-// eventLog keeps the latest outcome of every event by webhookEventId.
-type eventLog struct {
-	mu     sync.Mutex
-	events map[string]*eventView
-	seq    int
-}
-
-func newEventLog() *eventLog { return &eventLog{events: map[string]*eventView{}} }
-
-func (l *eventLog) observe(res worker.Result) {
-	id := res.WebhookEventID
-	if id == "" {
-		id = res.MessageID
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v := l.viewLocked(id)
-	if res.Type != "" {
-		v.Type = res.Type
-	}
-	v.ReceiveCount = max(v.ReceiveCount, res.ReceiveCount)
-	// A duplicate of an event already handled does not hide that it was.
-	if res.Outcome == worker.OutcomeDuplicate && (v.Outcome == string(worker.OutcomeOK) || v.Outcome == string(worker.OutcomeHeld)) {
-		return
-	}
-	if v.Outcome == outcomeDeadLettered {
-		return
-	}
-	v.Outcome = string(res.Outcome)
-	v.Error = ""
-	if res.Err != nil {
-		v.Error = res.Err.Error()
-	}
-}
-
-func (l *eventLog) deadLettered(id string, receives int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v := l.viewLocked(id)
-	v.ReceiveCount = max(v.ReceiveCount, receives)
-	v.Outcome = outcomeDeadLettered
-}
-
-// viewLocked returns the event's entry, creating it in arrival order.
-func (l *eventLog) viewLocked(id string) *eventView {
-	v, ok := l.events[id]
-	if !ok {
-		l.seq++
-		v = &eventView{WebhookEventID: id, first: l.seq}
-		l.events[id] = v
-	}
-	return v
-}
-
-// redriven forgets the dead-letter mark of events moved back to work.
-func (l *eventLog) redriven() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, v := range l.events {
-		if v.Outcome == outcomeDeadLettered {
-			v.Outcome = string(worker.OutcomeFailed)
-		}
-	}
-}
-
-func (l *eventLog) list() []eventView {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]eventView, 0, len(l.events))
-	for _, v := range l.events {
-		out = append(out, *v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
-	return out
-}
 
 // counters feed the Lambda Errors and API Gateway 5XXError alarms.
 type counters struct {
@@ -157,66 +52,6 @@ func (c *counters) take() counterSnapshot {
 	return s
 }
 
-// printer writes the human-readable console of `linegate local`: what
-// happened, never message text or tokens.
-type printer struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (p *printer) line(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-}
-
-func (p *printer) webhook(status, events int, d time.Duration) {
-	p.line("webhook   %d  %d event(s) acknowledged in %s", status, events, d.Round(10*time.Microsecond))
-}
-
-func (p *printer) record(res worker.Result) {
-	why := ""
-	switch {
-	case res.Outcome != worker.OutcomeFailed:
-	case res.Panicked:
-		why = ": handler panicked, crash report sent once per event (24 h)"
-	case errors.Is(res.Err, idempotency.ErrInProgress):
-		why = ": still in progress in another invocation; retried after the visibility timeout"
-	case errors.Is(res.Err, context.DeadlineExceeded):
-		why = ": handler ran out of time"
-	case errors.Is(res.Err, envelope.ErrMalformed) || errors.Is(res.Err, bot.ErrEvent):
-		why = ": malformed record, will end in the DLQ"
-	default:
-		why = ": handler returned an error"
-	}
-	p.line("worker    %-9s %s  %s (receive %d)%s", res.Type, res.WebhookEventID, res.Outcome, res.ReceiveCount, why)
-}
-
-func (p *printer) deadLettered(id, dlq string) {
-	p.line("sqs       %s failed its last receive: moving to %s", id, dlq)
-}
-
-func (p *printer) alarm(name, from, to string) {
-	p.line("alarm     %s  %s → %s", name, from, to)
-}
-
-// notifiedBatch reports one notifier invocation on the ops queue.
-func (p *printer) notifiedBatch(records, failed int, operators []string) {
-	if failed > 0 {
-		p.line("notifier  %d alert(s): %d failed to push, retried after the visibility timeout", records, failed)
-		return
-	}
-	p.line("notifier  %d alert(s) coalesced and pushed to %s", records, strings.Join(operators, ", "))
-}
-
-func (p *printer) notified(records int, operators []string, err error) {
-	if err != nil {
-		p.line("notifier  %d alert(s): push failed: %v", records, err)
-		return
-	}
-	p.line("notifier  %d alert(s) pushed to %s", records, strings.Join(operators, ", "))
-}
-
 // queueView is one queue for /_local/queues.
 type queueView struct {
 	Name       string `json:"name"`
@@ -244,10 +79,13 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	mux.Handle("GET /_local/traces", r.collector.Handler())
 	if r.line != nil {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
+		mux.Handle("GET /_local/line/loading", r.line.LoadingHandler())
 		mux.Handle("/v2/bot/", r.line)
 		r.opsRoutes(mux)
 	} else {
-		mux.HandleFunc("GET /_local/line/messages", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) })
+		none := func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }
+		mux.HandleFunc("GET /_local/line/messages", none)
+		mux.HandleFunc("GET /_local/line/loading", none)
 	}
 	mux.Handle("POST /{$}", r.awsAPI())
 }

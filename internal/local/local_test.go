@@ -18,7 +18,8 @@ import (
 
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/motoserver"
-	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/internal/testbot"
+	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/redrive"
@@ -27,37 +28,27 @@ import (
 const testTemplate = "../../template.yaml"
 
 // syncBuffer collects the console output of a runtime.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testio.Buffer
 
 func start(t *testing.T, cfg Config) (*Runtime, *lineplatform.Platform) {
 	t.Helper()
 	if cfg.Template == "" {
 		cfg.Template = testTemplate
 	}
-	cfg.Addr = "127.0.0.1:0"
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
 	if cfg.Bot == nil {
-		cfg.Bot = func(c config.Worker) *bot.Router { return app.New(app.Config{Probes: c.Probes}) }
+		cfg.Bot = func(config.Worker) *bot.Router { return testbot.New() }
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = func(string) string { return "" }
 	}
-	out := &syncBuffer{}
-	cfg.Out = out
+	out, _ := cfg.Out.(*syncBuffer)
+	if out == nil {
+		out = &syncBuffer{}
+		cfg.Out = out
+	}
 	if os.Getenv("LOCAL_TEST_LOGS") != "" {
 		cfg.Logs = os.Stderr
 	}
@@ -65,7 +56,11 @@ func start(t *testing.T, cfg Config) (*Runtime, *lineplatform.Platform) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rt.Token() != "" {
+		tokens.Store(rt.URL(), rt.Token())
+	}
 	t.Cleanup(func() {
+		tokens.Delete(rt.URL())
 		rt.Close()
 		if t.Failed() {
 			t.Logf("console:\n%s", out.String())
@@ -81,9 +76,23 @@ type sentMessage struct {
 	Messages []json.RawMessage `json:"messages"`
 }
 
+// tokens are the tokens of the runtimes started with one, by base URL, so
+// the helpers' requests carry them.
+var tokens sync.Map
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens.Range(func(base, tok any) bool {
+		if strings.HasPrefix(url, base.(string)+"/") {
+			req.Header.Set("X-Linegate-Token", tok.(string))
+		}
+		return true
+	})
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,16 +105,68 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// eventually polls cond until it holds or the timeout passes.
+// eventually polls cond until it holds or the timeout passes; then it fails
+// naming what it waited for and what the runtime had recorded.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	eventuallySaw(t, timeout, what, cond, nil)
+}
+
+// eventuallySaw is eventually with saw describing, on failure, what the test
+// saw last.
+func eventuallySaw(t *testing.T, timeout time.Duration, what string, cond func() bool, saw func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			got := ""
+			if saw != nil {
+				got = "; saw:\n" + saw()
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", timeout, what, got)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitMessage waits for a message to `to` (via reply or push, "" for
+// either) containing contains, and fails listing every message the local
+// LINE API received when none came.
+func waitMessage(t *testing.T, rt *Runtime, timeout time.Duration, to, via, contains string) sentMessage {
+	t.Helper()
+	var m sentMessage
+	eventuallySaw(t, timeout, fmt.Sprintf("a %s message to %s containing %q", orDefault(via, "reply or push"), to, contains),
+		func() bool { var ok bool; m, ok = findMessage(t, rt, to, via, contains); return ok },
+		func() string { return describeMessages(messages(t, rt)) })
+	return m
+}
+
+// waitEvent waits for the event's /_local/events entry to satisfy ok, and
+// fails showing the entry it saw last.
+func waitEvent(t *testing.T, rt *Runtime, timeout time.Duration, id, what string, ok func(eventView) bool) {
+	t.Helper()
+	var last eventView
+	eventuallySaw(t, timeout, "event "+id+": "+what, func() bool { last, _ = event(t, rt, id); return ok(last) },
+		func() string { return fmt.Sprintf("%+v", last) })
+}
+
+func describeMessages(ms []sentMessage) string {
+	if len(ms) == 0 {
+		return "  (no message at all)"
+	}
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "  to=%s via=%s messages=%s\n", m.To, m.Via, bytes.Join(rawBytes(m.Messages), []byte(" ")))
+	}
+	return b.String()
+}
+
+func rawBytes(ms []json.RawMessage) [][]byte {
+	out := make([][]byte, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
 }
 
 func messages(t *testing.T, rt *Runtime) []sentMessage {
@@ -187,14 +248,14 @@ func TestWalkthrough(t *testing.T) {
 
 	t.Run("hello is echoed by reply", func(t *testing.T) {
 		id := deliver(t, lp, lp.Text(user, "hello"))
-		eventually(t, 10*time.Second, "the echo", func() bool { _, ok := findMessage(t, rt, user, "reply", `"hello"`); return ok })
-		eventually(t, 5*time.Second, "outcome ok", func() bool { e, _ := event(t, rt, id); return e.Outcome == "ok" && e.Type == "message" })
+		waitMessage(t, rt, 10*time.Second, user, "reply", `"hello"`)
+		waitEvent(t, rt, 5*time.Second, id, "outcome ok", func(e eventView) bool { return e.Outcome == "ok" && e.Type == "message" })
 	})
 
 	t.Run("a redelivered event has its effect once", func(t *testing.T) {
 		ev := lp.Text(user, "once please")
 		id := deliver(t, lp, ev)
-		eventually(t, 10*time.Second, "the echo", func() bool { _, ok := findMessage(t, rt, user, "", "once please"); return ok })
+		waitMessage(t, rt, 10*time.Second, user, "", "once please")
 		redelivered, err := lineplatform.MarkRedelivery(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -202,10 +263,8 @@ func TestWalkthrough(t *testing.T) {
 		if d, err := lp.Deliver(context.Background(), redelivered); err != nil || !d.Delivered {
 			t.Fatalf("%+v %v", d, err)
 		}
-		eventually(t, 10*time.Second, "the duplicate to be processed", func() bool {
-			var evs []eventView
-			getJSON(t, rt.URL()+"/_local/events", &evs)
-			return strings.Contains(fmt.Sprint(evs), id)
+		waitEvent(t, rt, 10*time.Second, id, "the redelivery received as a duplicate, the outcome still ok", func(e eventView) bool {
+			return e.Duplicates == 1 && e.Outcome == "ok" && e.Deliveries == 2 && e.ReceiveCount == 2
 		})
 		time.Sleep(500 * time.Millisecond)
 		n := 0
@@ -224,17 +283,13 @@ func TestWalkthrough(t *testing.T) {
 	var panicID string
 	t.Run("probe:panic sends the operator a crash card", func(t *testing.T) {
 		panicID = deliver(t, lp, lp.Text(user, "probe:panic"))
-		eventually(t, 10*time.Second, "the crash card", func() bool {
-			m, ok := findMessage(t, rt, DefaultOperator, "push", "[CRASH]")
-			return ok && strings.Contains(string(m.Messages[0]), panicID)
-		})
+		waitMessage(t, rt, 10*time.Second, DefaultOperator, "push", panicID)
 	})
 
 	t.Run("probe:fail ends in the DLQ, raises the alarm, notifies, and redrive brings it back", func(t *testing.T) {
 		id := deliver(t, lp, lp.Text(user, "probe:fail"))
-		eventually(t, 30*time.Second, "dead-lettered", func() bool {
-			e, _ := event(t, rt, id)
-			return e.Outcome == "dead-lettered" && e.ReceiveCount == 5
+		waitEvent(t, rt, 30*time.Second, id, "dead-lettered after 5 receives", func(e eventView) bool {
+			return e.Outcome == "dead-lettered" && e.ReceiveCount == 5 && e.DeadLetterQueue == "linegate-InteractiveDLQ"
 		})
 		// The DLQ holds it, and the probe:panic event, which panicked on every receive.
 		eventually(t, 10*time.Second, "the DLQ to hold it", func() bool { return getQueue(t, rt, "linegate-InteractiveDLQ").Visible == 2 })
@@ -242,10 +297,7 @@ func TestWalkthrough(t *testing.T) {
 			t.Fatal("deadLetter flags wrong")
 		}
 		eventually(t, 10*time.Second, "the DLQ alarm", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateAlarm })
-		eventually(t, 10*time.Second, "the alarm card", func() bool {
-			_, ok := findMessage(t, rt, DefaultOperator, "push", "linegate-interactive-dlq")
-			return ok
-		})
+		waitMessage(t, rt, 10*time.Second, DefaultOperator, "push", "linegate-interactive-dlq")
 
 		cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(rt.URL()), Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -257,6 +309,9 @@ func TestWalkthrough(t *testing.T) {
 		if q := getQueue(t, rt, "linegate-InteractiveDLQ"); q.Visible != 0 {
 			t.Fatalf("DLQ still holds %d", q.Visible)
 		}
+		// Redriven, the event is queued again (and, the probe failing on
+		// every receive, heads back to the DLQ).
+		waitEvent(t, rt, 10*time.Second, id, "received again after the redrive", func(e eventView) bool { return e.ReceiveCount > 5 })
 		eventually(t, 10*time.Second, "the alarm back to OK", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateOK })
 		// The redriven probe:panic panics on five more receives and is
 		// dead-lettered again, without paging again: its crash marker holds
@@ -282,21 +337,23 @@ func TestWalkthrough(t *testing.T) {
 	})
 
 	t.Run("slow shows the loading animation, then answers", func(t *testing.T) {
-		deliver(t, lp, lp.Text(user, "slow report"))
-		eventually(t, 20*time.Second, "the slow answer", func() bool { _, ok := findMessage(t, rt, user, "", "Done with report"); return ok })
-		if len(rt.LINE().Loading()) == 0 {
-			t.Fatal("no loading animation was shown")
+		deliver(t, lp, lp.Text(user, "probe:slow 500ms"))
+		waitMessage(t, rt, 20*time.Second, user, "", testbot.SlowReply)
+		var loading []struct {
+			ChatID  string `json:"chatId"`
+			Seconds int    `json:"loadingSeconds"`
+		}
+		getJSON(t, rt.URL()+"/_local/line/loading", &loading)
+		if len(loading) == 0 || loading[len(loading)-1].ChatID != user || loading[len(loading)-1].Seconds != 5 {
+			t.Fatalf("/_local/line/loading = %+v, want the animation shown to %s", loading, user)
 		}
 	})
 
 	t.Run("follow and postback reach the background and interactive queues", func(t *testing.T) {
 		deliver(t, lp, lp.Follow(user))
 		deliver(t, lp, lp.Postback(user, "action=buy"))
-		eventually(t, 10*time.Second, "greeting and postback answer", func() bool {
-			_, a := findMessage(t, rt, user, "", "Thanks for adding me")
-			_, b := findMessage(t, rt, user, "", "You chose: action=buy")
-			return a && b
-		})
+		waitMessage(t, rt, 10*time.Second, user, "", testbot.FollowReply)
+		waitMessage(t, rt, 10*time.Second, user, "", testbot.PostbackReply+"action=buy")
 	})
 
 	t.Run("bad signature is refused and nothing reaches a worker", func(t *testing.T) {
@@ -317,8 +374,7 @@ func TestWalkthrough(t *testing.T) {
 func TestTemplateEditChangesBehaviour(t *testing.T) {
 	rt, lp := start(t, Config{TimeScale: 120, Params: map[string]string{"MaxReceiveCount": "2"}})
 	id := deliver(t, lp, lp.Text("U2222222222222222222222222222222b", "probe:fail"))
-	eventually(t, 20*time.Second, "dead-lettered after 2 receives", func() bool {
-		e, _ := event(t, rt, id)
+	waitEvent(t, rt, 20*time.Second, id, "dead-lettered after 2 receives", func(e eventView) bool {
 		return e.Outcome == "dead-lettered" && e.ReceiveCount == 2
 	})
 }
@@ -330,17 +386,11 @@ func TestEndpointBackendAgainstMoto(t *testing.T) {
 	rt, lp := start(t, Config{TimeScale: 1, EndpointURL: ep})
 	user := "U3333333333333333333333333333333c"
 	id := deliver(t, lp, lp.Text(user, "hello moto"))
-	eventually(t, 30*time.Second, "the echo through moto's EventBridge and SQS", func() bool {
-		_, ok := findMessage(t, rt, user, "reply", "hello moto")
-		return ok
-	})
-	eventually(t, 5*time.Second, "outcome ok", func() bool { e, _ := event(t, rt, id); return e.Outcome == "ok" })
+	waitMessage(t, rt, 30*time.Second, user, "reply", "hello moto")
+	waitEvent(t, rt, 5*time.Second, id, "outcome ok", func(e eventView) bool { return e.Outcome == "ok" })
 	// A crash report travels worker → SNS (moto) → inbox queue → notifier.
 	deliver(t, lp, lp.Text(user, "probe:panic"))
-	eventually(t, 30*time.Second, "the crash card through moto's SNS", func() bool {
-		_, ok := findMessage(t, rt, DefaultOperator, "push", "[CRASH]")
-		return ok
-	})
+	waitMessage(t, rt, 30*time.Second, DefaultOperator, "push", "[CRASH]")
 	// The resources exist on the endpoint, created from template.yaml.
 	cfg := motoserver.Config(ep)
 	out, err := sqs.NewFromConfig(cfg).ListQueues(context.Background(), &sqs.ListQueuesInput{})

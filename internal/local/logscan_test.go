@@ -73,6 +73,12 @@ func TestLogsNeverCarrySecrets(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line is not JSON: %s", line)
 		}
+		// A key twice on one line is still valid JSON; decoders keep one.
+		for _, k := range []string{"webhookEventId", "traceId"} {
+			if n := strings.Count(line, `"`+k+`":`); n > 1 {
+				t.Errorf("%s appears %d times on one log line: %s", k, n, line)
+			}
+		}
 		if m["message"] == "record processed" || m["message"] == "record failed" {
 			if m["traceId"] == nil || m["webhookEventId"] == nil {
 				t.Errorf("record log line without traceId or webhookEventId: %s", line)

@@ -29,8 +29,14 @@ import (
 // delivery by signing and posting a test webhook to this runtime.
 func (r *Runtime) newLINE() *linemock.Server {
 	secret := orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET"), DefaultSecret)
+	token := DefaultToken
+	if r.cfg.Token != "" {
+		token = r.cfg.Token // bound beyond loopback: only the remote token
+	}
 	m := linemock.New(
-		linemock.WithTokens(DefaultToken),
+		linemock.WithTokens(token),
+		linemock.WithMaxRecords(r.cfg.LineRecords),
+		linemock.WithOnLoading(func(c linemock.LoadingCall) { r.out.loading(c.ChatID, c.Seconds) }),
 		linemock.WithChannel(DefaultChannelID, secret),
 		linemock.WithTokenTTL(max(scaled(linemock.StatelessTokenTTL, r.cfg.TimeScale), 5*time.Second)),
 		linemock.WithWebhookTester(func(ctx context.Context, endpoint string) (int, string) {
@@ -62,7 +68,10 @@ func testDelivery(ctx context.Context, endpoint, secret string) (int, string) {
 // localLINEEnv points a function at the local channel: stateless tokens
 // minted from the local channel ID and secret.
 func (r *Runtime) localLINEEnv(env map[string]string) {
-	if r.cfg.Getenv("LINE_TOKEN_MODE") == config.TokenLongLived {
+	// Beyond loopback every path but the webhook needs the printed token,
+	// which the functions then use as a long-lived access token: a token
+	// endpoint taking client credentials would be a way around the gate.
+	if r.cfg.Getenv("LINE_TOKEN_MODE") == config.TokenLongLived || r.cfg.Token != "" {
 		env["LINE_TOKEN_MODE"] = config.TokenLongLived
 		return
 	}
@@ -142,7 +151,7 @@ type redriveAware struct {
 func (q redriveAware) StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
 	out, err := q.Queues.StartMessageMoveTask(ctx, in, optFns...)
 	if err == nil {
-		q.events.redriven()
+		q.events.redriven(queueNameOfARN(aws.ToString(in.SourceArn)))
 		q.out.line("sqs       redrive started from %s (operator's tap)", aws.ToString(in.SourceArn))
 	}
 	return out, err

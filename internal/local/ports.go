@@ -2,6 +2,9 @@ package local
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -11,6 +14,7 @@ import (
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/compose/workerfn"
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
@@ -136,4 +140,92 @@ func (s tracedStore) Put(ctx context.Context, key string, v []byte, expected int
 	n, err := s.next.Put(ctx, key, v, expected, d)
 	span.End(nil) // a conflict is an answer, not a fault
 	return n, err
+}
+
+// acceptance is what one webhook request put on the bus, for its console
+// line: the events held (their worker lines wait for the webhook line) and
+// those the bus accepted.
+type acceptance struct {
+	mu       sync.Mutex
+	held     []string
+	accepted map[string]bool
+	printed  bool // the request's webhook line is out (touched by its handler goroutine only)
+}
+
+// hold holds the worker lines of ids (once per request), before the bus
+// can hand them to a worker.
+func (a *acceptance) hold(p *printer, ids []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if !slices.Contains(a.held, id) {
+			a.held = append(a.held, id)
+			p.hold(id)
+		}
+	}
+}
+
+func (a *acceptance) accept(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.accepted == nil {
+		a.accepted = map[string]bool{}
+	}
+	a.accepted[id] = true
+}
+
+// outcome returns the held ids and how many distinct events were accepted.
+func (a *acceptance) outcome() (held []string, accepted int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.held), len(a.accepted)
+}
+
+type acceptanceKey struct{}
+
+func withAcceptance(ctx context.Context, a *acceptance) context.Context {
+	return context.WithValue(ctx, acceptanceKey{}, a)
+}
+
+// acceptingBus tells the runtime about every entry the bus accepted: the
+// event log gets one entry per webhook event from the moment it is safe in
+// the bus, with the trace of the webhook invocation that put it there.
+// Inside a webhook request, the events' worker lines are held before the
+// bus sees them, so none can print before the request's webhook line.
+type acceptingBus struct {
+	next webhookfn.EventPutter
+	r    *Runtime
+}
+
+func (b acceptingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	heads := make([]struct{ Type, WebhookEventID string }, len(in.Entries))
+	ids := make([]string, 0, len(in.Entries))
+	for i, e := range in.Entries {
+		var d envelope.Detail
+		if e.Detail != nil && json.Unmarshal([]byte(*e.Detail), &d) == nil {
+			heads[i] = eventHead(d.Event)
+			if heads[i].WebhookEventID != "" {
+				ids = append(ids, heads[i].WebhookEventID)
+			}
+		}
+	}
+	acc, _ := ctx.Value(acceptanceKey{}).(*acceptance)
+	if acc != nil {
+		acc.hold(b.r.out, ids)
+	}
+	out, err := b.next.PutEvents(ctx, in, opts...)
+	if err != nil || out == nil {
+		return out, err
+	}
+	trace := telemetry.TraceID(ctx)
+	for i, e := range out.Entries {
+		if i >= len(heads) || e.ErrorCode != nil || heads[i].WebhookEventID == "" {
+			continue
+		}
+		if acc != nil {
+			acc.accept(heads[i].WebhookEventID)
+		}
+		b.r.events.accepted(heads[i].WebhookEventID, heads[i].Type, trace)
+	}
+	return out, err
 }

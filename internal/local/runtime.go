@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,9 @@ const (
 	// stateless tokens for it from the local LINE API (which expires them
 	// after 15 minutes, compressed by the time scale), so refresh runs here.
 	DefaultChannelID = "1234567890"
+	// DefaultTraces is how many X-Ray traces /_local/traces keeps, the
+	// newest (a worker batch's trace holds a few dozen segments).
+	DefaultTraces    = 200
 	defaultPollers   = 5
 	maxLocalPollWait = 20 // seconds of SQS long polling, the maximum; a cancelled context ends it
 )
@@ -73,6 +77,23 @@ type Config struct {
 	// BusLatency is added to every PutEvents, to be honest about the round
 	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
 	BusLatency time.Duration
+	// Limits are the HTTP server's timeouts and body limits (zero fields:
+	// DefaultLimits).
+	Limits Limits
+	// AllowRemote permits an Addr beyond loopback. Every path but the
+	// webhook's then needs Token (generated when empty).
+	AllowRemote bool
+	// Token, when set, is required on every path but the webhook's: /_local,
+	// the AWS endpoints, and the LINE API mock (whose clients, the local
+	// functions, then use it as their channel access token).
+	Token string
+	// EventLogSize bounds /_local/events (default DefaultEventLogSize).
+	EventLogSize int
+	// LineRecords bounds /_local/line/messages and /_local/line/loading
+	// (default linemock.DefaultMaxRecords each).
+	LineRecords int
+	// Traces bounds /_local/traces (default DefaultTraces).
+	Traces int
 }
 
 // TemplateParams is params plus the values linegate local gives the
@@ -120,6 +141,7 @@ type Runtime struct {
 	log        *slog.Logger
 	srv        *http.Server
 	ln         net.Listener
+	hooks      []string // the webhook's paths: open without the token
 	url        string
 	rctx       context.Context // lives until Close; parent of every poller
 	cancel     context.CancelFunc
@@ -137,6 +159,20 @@ func (r *Runtime) WebhookURL() string {
 		}
 	}
 	return r.url + "/webhook"
+}
+
+// Token is what every path but the webhook's requires ("" on loopback
+// without Config.Token).
+func (r *Runtime) Token() string { return r.cfg.Token }
+
+// ListenAddr is the address the server listens on (0.0.0.0:3000 when bound
+// to every interface; URL then names loopback).
+func (r *Runtime) ListenAddr() string { return r.ln.Addr().String() }
+
+// Remote reports whether the server listens beyond loopback.
+func (r *Runtime) Remote() bool {
+	a, ok := r.ln.Addr().(*net.TCPAddr)
+	return ok && !a.IP.IsLoopback()
 }
 
 // LINE is the local Messaging API (nil when a real channel token is used).
@@ -166,6 +202,9 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Template == "" {
 		cfg.Template = "template.yaml"
 	}
+	if cfg.Traces <= 0 {
+		cfg.Traces = DefaultTraces
+	}
 	if cfg.Bot == nil {
 		return nil, errors.New("local: Config.Bot is nil: pass the bot to run (for example app.New)")
 	}
@@ -182,14 +221,18 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.AllowRemote && cfg.Token == "" {
+		cfg.Token = newToken()
+	}
+	ln, err := listen(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
-		cfg: cfg, top: top, ln: ln, url: "http://" + ln.Addr().String(), rctx: rctx, cancel: cancel,
-		events: newEventLog(), counters: newCounters(), out: &printer{w: cfg.Out},
+		cfg: cfg, top: top, ln: ln, url: "http://" + dialAddr(ln.Addr()), rctx: rctx, cancel: cancel,
+		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
 		log: telemetry.NewLogger(cfg.Logs),
 	}
 	if err := r.start(ctx, rctx); err != nil {
@@ -204,7 +247,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	// loopback. The tracer travels in the context of each invocation
 	// (startInvocation), not in process-wide SDK state, so two runtimes (or
 	// a runtime and a test's own tracing) in one process stay apart.
-	r.collector = xraycollector.New(xraycollector.WithLogger(r.log))
+	r.collector = xraycollector.New(xraycollector.WithLogger(r.log), xraycollector.WithMaxTraces(r.cfg.Traces))
 	if err := r.collector.Listen(rctx, "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("x-ray collector: %w", err)
 	}
@@ -242,6 +285,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		return err
 	}
 	r.res = res
+	r.ports.bus = acceptingBus{next: r.ports.bus, r: r}
 
 	mux := http.NewServeMux()
 	// The alarm evaluator exists before the functions: the worker's Silence
@@ -255,7 +299,13 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	go func() { defer r.wg.Done(); r.alarms.run(rctx) }()
 
 	r.routes(mux)
-	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	lim := r.cfg.Limits
+	r.srv = &http.Server{
+		Handler:           guard{next: mux, limits: lim, token: r.cfg.Token, webhook: r.isWebhookPath},
+		ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
+		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -305,7 +355,7 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 		env["LINE_CHANNEL_ACCESS_TOKEN"] = get("LINE_CHANNEL_ACCESS_TOKEN")
 		env["LINE_API_BASE_URL"] = orDefault(get("LINE_API_BASE_URL"), "https://api.line.me")
 	} else {
-		env["LINE_CHANNEL_ACCESS_TOKEN"] = DefaultToken
+		env["LINE_CHANNEL_ACCESS_TOKEN"] = orDefault(r.cfg.Token, DefaultToken)
 		env["LINE_API_BASE_URL"] = r.url
 		r.localLINEEnv(env)
 	}
@@ -391,8 +441,9 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 	if cfg.PreviousSecret.Value != "" {
 		secrets = append(secrets, []byte(cfg.PreviousSecret.Value))
 	}
-	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets}
+	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets, maxBody: cfg.MaxBodyBytes}
 	for _, a := range f.APIEvents {
+		r.hooks = append(r.hooks, a.Path)
 		mux.Handle(strings.ToUpper(a.Method)+" "+a.Path, api)
 		if !strings.EqualFold(a.Method, "any") {
 			mux.Handle(a.Path, api) // other methods reach the core, which answers 405
@@ -495,7 +546,8 @@ func (r *Runtime) CrashWorkers() {
 // Cloud is the in-memory cloud, for fault injection (nil with an endpoint).
 func (r *Runtime) Cloud() *mem.Cloud { return r.mem }
 
-// Events lists every event that reached a worker, with its latest outcome.
+// Events lists the events of /_local/events (the newest EventLogSize), one
+// per webhookEventId, oldest first.
 func (r *Runtime) Events() []EventOutcome { return r.events.list() }
 
 // readsTopic reports whether one of f's SQS event sources reads a queue that
@@ -568,6 +620,25 @@ func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, 
 // pollers, SNS deliveries) starts its segment here.
 func (r *Runtime) startInvocation(ctx context.Context, function string) (context.Context, *telemetry.Span) {
 	return telemetry.StartSegment(r.tracer.Context(ctx), function, telemetry.Header{})
+}
+
+// dialAddr is how this machine reaches a listener: its own address, or
+// loopback when it listens on every interface.
+func dialAddr(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
+	}
+	return a.String()
+}
+
+// isWebhookPath reports whether path is one of the webhook's API paths.
+func (r *Runtime) isWebhookPath(path string) bool {
+	for _, h := range r.hooks {
+		if path == h {
+			return true
+		}
+	}
+	return false
 }
 
 // queue finds a queue of the template by logical id.

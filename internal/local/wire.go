@@ -1,7 +1,12 @@
 package local
 
 import (
+	"context"
 	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/awswire"
 )
@@ -17,7 +22,7 @@ import (
 // endpoint, and the functions should call it directly for DynamoDB.
 func (r *Runtime) awsAPI() http.Handler {
 	opts := []awswire.Option{
-		awswire.WithSQS(r.ports.queues), awswire.WithEventBridge(r.ports.events), awswire.WithSNS(r.ports.notify),
+		awswire.WithSQS(redrives{SQS: r.ports.queues, r: r}), awswire.WithEventBridge(r.ports.events), awswire.WithSNS(r.ports.notify),
 		awswire.WithObserver(r.observeAWS),
 	}
 	if r.tables != nil {
@@ -39,7 +44,26 @@ func (r *Runtime) observeAWS(service, op string, err error) {
 	case "SNS.Publish":
 		r.out.line("aws       Publish from outside accepted")
 	case "SQS.StartMessageMoveTask":
-		r.events.redriven()
 		r.out.line("sqs       redrive started")
 	}
+}
+
+// redrives tells the event log which DLQ a redrive from outside empties:
+// its dead-lettered events are queued again.
+type redrives struct {
+	awswire.SQS
+	r *Runtime
+}
+
+func (q redrives) StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, opts ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
+	out, err := q.SQS.StartMessageMoveTask(ctx, in, opts...)
+	if err == nil {
+		q.r.events.redriven(queueNameOfARN(aws.ToString(in.SourceArn)))
+	}
+	return out, err
+}
+
+// queueNameOfARN is the queue name an SQS ARN ends with.
+func queueNameOfARN(arn string) string {
+	return arn[strings.LastIndexByte(arn, ':')+1:]
 }

@@ -33,7 +33,7 @@ func Start(t testing.TB) string {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("moto_server is required in CI but not on PATH: %v", err)
 		}
-		t.Skip("SKIPPED LOUDLY: moto_server not installed; this test runs against moto in CI (pip install 'moto[server]')")
+		t.Skip("SKIPPED LOUDLY: moto_server not installed; this test runs against moto in CI (Debian: pipx install 'moto[server]', see README)")
 	}
 	port, err := freePort()
 	if err != nil {

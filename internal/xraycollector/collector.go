@@ -23,6 +23,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/linegate/linegate/internal/ring"
 )
 
 // Annotation names telemetry's (*Span).Link writes.
@@ -84,12 +86,32 @@ type Trace struct {
 // Option tunes New.
 type Option func(*Collector)
 
-// WithMaxTraces bounds how many traces are kept (default 1000); the oldest
-// is dropped first.
+// Bounds of what a Collector keeps, so a local daemon left running all day
+// holds a bounded amount of trace data.
+const (
+	// DefaultMaxTraces is how many traces are kept: the newest first seen.
+	DefaultMaxTraces = 1000
+	// DefaultMaxSegments is how many (sub)segments one trace keeps; later
+	// new ones are dropped (updates of kept ones still apply).
+	DefaultMaxSegments = 500
+)
+
+// WithMaxTraces bounds how many traces are kept (default DefaultMaxTraces);
+// the oldest is dropped first.
 func WithMaxTraces(n int) Option {
 	return func(c *Collector) {
 		if n > 0 {
 			c.maxTraces = n
+		}
+	}
+}
+
+// WithMaxSegments bounds how many (sub)segments one trace keeps (default
+// DefaultMaxSegments).
+func WithMaxSegments(n int) Option {
+	return func(c *Collector) {
+		if n > 0 {
+			c.maxSegments = n
 		}
 	}
 }
@@ -102,12 +124,13 @@ func WithLogger(l *slog.Logger) Option {
 // Collector stores received segments by trace id. It is safe for concurrent
 // use.
 type Collector struct {
-	maxTraces int
-	log       *slog.Logger
+	maxTraces   int
+	maxSegments int
+	log         *slog.Logger
 
 	mu     sync.Mutex
 	traces map[string]*trace
-	order  []string
+	order  *ring.Buffer[string]
 	conn   net.PacketConn
 	done   chan struct{}
 	notify chan struct{}
@@ -122,14 +145,16 @@ type trace struct {
 // to feed datagrams directly.
 func New(opts ...Option) *Collector {
 	c := &Collector{
-		maxTraces: 1000,
-		log:       slog.New(slog.DiscardHandler),
-		traces:    map[string]*trace{},
-		notify:    make(chan struct{}),
+		maxTraces:   DefaultMaxTraces,
+		maxSegments: DefaultMaxSegments,
+		log:         slog.New(slog.DiscardHandler),
+		traces:      map[string]*trace{},
+		notify:      make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	c.order = ring.New[string](c.maxTraces)
 	return c
 }
 
@@ -211,15 +236,16 @@ func (c *Collector) Ingest(datagram []byte) error {
 	if !ok {
 		t = &trace{segs: map[string]Segment{}}
 		c.traces[traceID] = t
-		c.order = append(c.order, traceID)
-		for len(c.order) > c.maxTraces {
-			delete(c.traces, c.order[0])
-			c.order = c.order[1:]
+		if old, evicted := c.order.Push(traceID); evicted {
+			delete(c.traces, old)
 		}
 	}
 	for _, s := range segs {
 		old, seen := t.segs[s.ID]
 		if !seen {
+			if len(t.order) >= c.maxSegments {
+				continue // a runaway trace keeps its first segments
+			}
 			t.order = append(t.order, s.ID)
 		} else if !old.InProgress && s.InProgress {
 			continue // a late in-progress copy never replaces the finished one
@@ -244,8 +270,9 @@ func (c *Collector) Changed() <-chan struct{} {
 func (c *Collector) Traces() []Trace {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]Trace, 0, len(c.order))
-	for _, id := range c.order {
+	ids := c.order.All()
+	out := make([]Trace, 0, len(ids))
+	for _, id := range ids {
 		out = append(out, c.snapshot(id))
 	}
 	return out

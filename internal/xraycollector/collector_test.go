@@ -309,3 +309,27 @@ func FuzzParseDatagram(f *testing.F) {
 		}
 	})
 }
+
+// One trace keeps at most WithMaxSegments (sub)segments: later new ones are
+// dropped, while updates of the kept ones (in progress → finished) apply.
+func TestMaxSegments(t *testing.T) {
+	const trace = "1-5f84c7a1-0123456789abcdef01234567"
+	doc := func(id string, inProgress bool) []byte {
+		end := `,"end_time":2`
+		if inProgress {
+			end = `,"in_progress":true`
+		}
+		return []byte(`{"format":"json","version":1}` + "\n" +
+			`{"trace_id":"` + trace + `","id":"` + id + `","name":"s","start_time":1` + end + `}`)
+	}
+	c := New(WithMaxSegments(2))
+	for _, d := range [][]byte{doc("a000000000000001", true), doc("a000000000000002", false), doc("a000000000000003", false), doc("a000000000000001", false)} {
+		if err := c.Ingest(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, _ := c.Trace(trace)
+	if len(tr.Segments) != 2 || tr.Segments[0].ID != "a000000000000001" || tr.Segments[0].InProgress || tr.Segments[1].ID != "a000000000000002" {
+		t.Fatalf("segments %+v: want the first two, the first one finished", tr.Segments)
+	}
+}

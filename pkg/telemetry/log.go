@@ -165,13 +165,15 @@ func (h *contextHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.next.Enabled(ctx, l)
 }
 
-// Handle adds the context's ids to r and passes it on.
+// Handle adds the context's ids to r and passes it on. An id the record
+// already carries (a caller logged webhookEventId itself) is not added
+// again: every key appears once per line.
 func (h *contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if ctx != nil {
-		if id := TraceID(ctx); id != "" {
+		if id := TraceID(ctx); id != "" && !hasAttr(r, LogKeyTraceID) {
 			r.AddAttrs(slog.String(LogKeyTraceID, id))
 		}
-		if id := EventID(ctx); id != "" {
+		if id := EventID(ctx); id != "" && !hasAttr(r, LogKeyEventID) {
 			r.AddAttrs(slog.String(LogKeyEventID, id))
 		}
 		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" && !h.noRequestID {
@@ -179,6 +181,16 @@ func (h *contextHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 	}
 	return h.next.Handle(ctx, r)
+}
+
+// hasAttr reports whether r has a top-level attribute named key.
+func hasAttr(r slog.Record, key string) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = a.Key == key
+		return !found
+	})
+	return found
 }
 
 // WithAttrs returns the wrapper around next.WithAttrs.

@@ -66,6 +66,24 @@ func TestLoggerContextFields(t *testing.T) {
 	}
 }
 
+// A caller that logs webhookEventId (or traceId) itself inside a context
+// that carries it gets the key once on the line, not twice.
+func TestLoggerContextFieldsOnce(t *testing.T) {
+	t.Setenv("_X_AMZN_TRACE_ID", "")
+	var buf bytes.Buffer
+	log := NewLogger(&buf)
+	ctx, seg := StartSegment(context.Background(), "worker", Header{})
+	defer seg.End(nil)
+	ctx = WithEventID(ctx, "01FZ74A0TDDPYRVKNK77XKC3ZR")
+	log.InfoContext(ctx, "record processed", LogKeyEventID, "01FZ74A0TDDPYRVKNK77XKC3ZR", LogKeyTraceID, seg.TraceID())
+	line := buf.String()
+	for _, k := range []string{LogKeyEventID, LogKeyTraceID} {
+		if n := strings.Count(line, `"`+k+`"`); n != 1 {
+			t.Errorf("%s appears %d times: %s", k, n, line)
+		}
+	}
+}
+
 type secretValuer struct{}
 
 func (secretValuer) LogValue() slog.Value {

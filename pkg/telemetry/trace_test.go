@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/internal/xraycollector"
 )
 
@@ -47,23 +48,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe for concurrent writers.
+type syncBuffer = testio.Buffer
 
 // waitTrace waits until the process-wide collector holds trace id with every
 // segment in ids finished, and returns its segments by id.

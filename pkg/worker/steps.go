@@ -321,13 +321,18 @@ func recordContext(ctx context.Context, recordTimeout, margin time.Duration) (co
 // recoverPanics turns a panic of the steps after it into an error wrapping
 // ErrPanic, records the panic value and its stack for trace and reportCrash,
 // and marks the Result as panicked, so a panicking handler fails its record
-// only.
+// only. A panic value with a PanicStack method brings the stack it was
+// raised on (a handler in another process), which is recorded instead.
 func recoverPanics() middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) (err error) {
 			defer func() {
 				if v := recover(); v != nil {
-					r.panicked = &panicked{value: v, stack: debug.Stack()}
+					stack := debug.Stack()
+					if s, ok := v.(interface{ PanicStack() []byte }); ok {
+						stack = s.PanicStack() // a handler run elsewhere (linegate local --watch) panicked there
+					}
+					r.panicked = &panicked{value: v, stack: stack}
 					r.result.Panicked = true
 					err = fmt.Errorf("%w: %v", ErrPanic, v)
 				}

@@ -637,6 +637,27 @@ func TestRecoverPanicsStep(t *testing.T) {
 	}
 }
 
+// stackedPanic is a panic value that brings its own stack, as a handler run
+// in another process does.
+type stackedPanic struct{ msg, stack string }
+
+func (p stackedPanic) String() string     { return p.msg }
+func (p stackedPanic) PanicStack() []byte { return []byte(p.stack) }
+
+// A panic that carries the stack it was raised on is recorded with that
+// stack, not the recovering goroutine's.
+func TestRecoverPanicsKeepsACarriedStack(t *testing.T) {
+	r := decodedRecord(t, "m1", 1, textEvent("01RQ", "hi", time.Now(), ""))
+	v := stackedPanic{msg: "remote kaboom", stack: "goroutine 7 [running]:\nexample.com/bot.handler()"}
+	err := recoverPanics()((&nextStep{do: func(context.Context, *record) error { panic(v) }}).handler)(context.Background(), r)
+	if !is(err, ErrPanic) || !strings.Contains(err.Error(), "remote kaboom") {
+		t.Fatalf("err %v", err)
+	}
+	if r.panicked == nil || string(r.panicked.stack) != v.stack {
+		t.Fatalf("stack recorded %q, want the carried one", r.panicked)
+	}
+}
+
 // The crash marker decides whether a panic pages: a new marker publishes,
 // a held one does not (whatever the receive count: a redriven record starts
 // at 1), a store that cannot be reached falls back to the first receive, and

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/linegate/linegate/internal/botproc"
+	"github.com/linegate/linegate/internal/watch"
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/lineapi"
+)
+
+// Environment a bot process gets from `linegate local --watch`.
+const (
+	envBotToken   = "LINEGATE_BOT_ACCESS_TOKEN"
+	envBotBaseURL = "LINEGATE_BOT_LINE_API"
+	envBotProbes  = "LINEGATE_BOT_PROBES"
+)
+
+// watcher is the bot side of `linegate local --watch`: where the local
+// worker dispatches, and what it learnt of the worker's configuration.
+type watcher struct {
+	client *botproc.Client
+	worker config.Worker
+}
+
+// bot is local.Config.Bot under --watch: every event goes to the bot
+// process.
+func (w *watcher) bot(cfg config.Worker) *bot.Router {
+	w.worker = cfg
+	return w.client.Router()
+}
+
+// run builds the bot from the module around the current directory, runs
+// it, and rebuilds it on every change until ctx ends.
+func (w *watcher) run(ctx context.Context, template string, out io.Writer) error {
+	root, err := watch.ModuleRoot(".")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "linegate-watch-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	self, err := filepath.Abs(template)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  watch: the bot (cmd/linegate's exampleBot and what it imports) runs in its own process, rebuilt when a Go file under %s changes;\n", root)
+	fmt.Fprintln(out, "         the webhook, the worker's pipeline, the notifier and the template stay as started (restart for those)")
+	env := append(os.Environ(),
+		envBotToken+"="+w.worker.AccessToken.Value, envBotBaseURL+"="+w.worker.APIBaseURL, envBotProbes+"="+strconv.FormatBool(w.worker.Probes))
+	return watch.Run(ctx, watch.Config{
+		Root: root, Notice: []string{self}, Dir: dir, Out: out, Client: w.client,
+		Build: watch.GoBuild(root, "./cmd/linegate"),
+		Command: func(bin, socket string) *exec.Cmd {
+			cmd := exec.Command(bin, "bot-serve", "--socket", socket)
+			cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stderr, os.Stderr
+			return cmd
+		},
+	})
+}
+
+// runBotServe is the hidden `linegate bot-serve`: the bot process of
+// `linegate local --watch`, serving exampleBot on a Unix socket until
+// SIGINT or SIGTERM, then finishing the events it holds.
+func runBotServe(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bot-serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "the Unix socket to serve on (linegate local --watch starts this command)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *socket == "" {
+		return usageError{"usage: linegate bot-serve --socket PATH (started by linegate local --watch)"}
+	}
+	ln, err := net.Listen("unix", *socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *socket, err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := config.Worker{
+		AccessToken: config.Secret{Value: os.Getenv(envBotToken)}, APIBaseURL: os.Getenv(envBotBaseURL),
+		Probes: os.Getenv(envBotProbes) == "true",
+	}
+	newMessenger := func() bot.Messenger {
+		return lineapi.New(cfg.AccessToken.Value, lineapi.WithBaseURL(cfg.APIBaseURL))
+	}
+	return botproc.Serve(ctx, ln, exampleBot(cfg), newMessenger, 30*time.Second)
+}

@@ -1,0 +1,215 @@
+package local
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits are the local HTTP server's timeouts and body limits: a dev server
+// left running all day must not be held open by a slow client nor made to
+// buffer whatever a client sends.
+type Limits struct {
+	// ReadHeaderTimeout closes a connection whose request headers have not
+	// all arrived (a slowloris client).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (LINE
+	// itself gives up on a webhook after 2 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of its response: above the webhook function's timeout and SQS's 20 s
+	// long poll.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds the body on every path but the webhook's (the
+	// AWS endpoints, the LINE API mock, /_local); the webhook reads through
+	// its function's own MAX_BODY_BYTES.
+	MaxBodyBytes int64
+}
+
+// DefaultLimits are the limits `linegate local` serves with.
+var DefaultLimits = Limits{
+	ReadHeaderTimeout: 5 * time.Second,
+	ReadTimeout:       10 * time.Second,
+	WriteTimeout:      60 * time.Second,
+	IdleTimeout:       120 * time.Second,
+	MaxHeaderBytes:    64 << 10,
+	MaxBodyBytes:      4 << 20,
+}
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	return Limits{
+		ReadHeaderTimeout: positiveOr(l.ReadHeaderTimeout, d.ReadHeaderTimeout),
+		ReadTimeout:       positiveOr(l.ReadTimeout, d.ReadTimeout),
+		WriteTimeout:      positiveOr(l.WriteTimeout, d.WriteTimeout),
+		IdleTimeout:       positiveOr(l.IdleTimeout, d.IdleTimeout),
+		MaxHeaderBytes:    positiveOr(l.MaxHeaderBytes, d.MaxHeaderBytes),
+		MaxBodyBytes:      positiveOr(l.MaxBodyBytes, d.MaxBodyBytes),
+	}
+}
+
+// positiveOr is v when positive, else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// ErrRemoteNotAllowed is returned by Start for an address beyond loopback
+// without Config.AllowRemote.
+var ErrRemoteNotAllowed = errors.New("refusing to listen beyond loopback")
+
+// ErrAddrInUse is returned by Start when another process holds the address.
+var ErrAddrInUse = errors.New("address already in use")
+
+// listen binds cfg.Addr: loopback unless cfg.AllowRemote, with errors that
+// say what to do.
+func listen(cfg Config) (net.Listener, error) {
+	loop, err := isLoopback(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+	}
+	if !loop && !cfg.AllowRemote {
+		return nil, fmt.Errorf("%w: %s would expose /_local, the AWS endpoints and the LINE API mock to the network; "+
+			"use 127.0.0.1:PORT, or pass --allow-remote (every path but the webhook then needs the token printed at start)", ErrRemoteNotAllowed, cfg.Addr)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen on %s: %w (another linegate local?): stop it, or pick another port with --addr 127.0.0.1:3001", cfg.Addr, ErrAddrInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && !cfg.AllowRemote {
+		_ = ln.Close()
+		return nil, fmt.Errorf("%w: %s resolved to %s", ErrRemoteNotAllowed, cfg.Addr, a.IP)
+	}
+	return ln, nil
+}
+
+// isLoopback reports whether every address addr's host names is loopback.
+// An empty host (":3000") is every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case host == "":
+		return false, nil
+	case strings.EqualFold(host, "localhost"):
+		return true, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false, err
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
+}
+
+// newToken is a random token for a server reachable beyond loopback.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// guard wraps every handler of the server:
+//   - bodies are read through Limits.MaxBodyBytes (a declared larger length
+//     is refused at once) on every path but the webhook's, which reads
+//     through its own limit;
+//   - with a token, every path but the webhook's needs it: the webhook stays
+//     open as API Gateway's does, protected by the LINE signature;
+//   - without one (loopback), requests must name a loopback host, so a web
+//     page cannot reach the inspect and AWS endpoints by DNS rebinding.
+type guard struct {
+	next    http.Handler
+	limits  Limits
+	token   string
+	webhook func(path string) bool
+}
+
+func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.webhook(r.URL.Path) {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	switch {
+	case g.token != "" && !hasToken(r, g.token):
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "this linegate local is reachable beyond loopback: " +
+			"send the token printed at start (Authorization: Bearer TOKEN, X-Linegate-Token: TOKEN, ?token=TOKEN, or TOKEN as the AWS access key id)"})
+		return
+	case g.token == "" && !loopbackHost(r.Host):
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "Host is not a loopback name: refused (DNS rebinding guard)"})
+		return
+	case r.ContentLength > g.limits.MaxBodyBytes:
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "request body too large"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, g.limits.MaxBodyBytes)
+	g.next.ServeHTTP(w, r)
+}
+
+// hasToken reports whether r carries token: as a bearer token (the LINE API
+// mock's clients send the channel access token, which is the token when one
+// is set), in X-Linegate-Token, in ?token=, or as the access key id of an
+// AWS SigV4 Authorization header (the SDKs' and the CLI's way to send it).
+func hasToken(r *http.Request, token string) bool {
+	auth := r.Header.Get("Authorization")
+	candidates := []string{r.Header.Get("X-Linegate-Token"), r.URL.Query().Get("token")}
+	if scheme, rest, ok := strings.Cut(auth, " "); ok {
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			candidates = append(candidates, strings.TrimSpace(rest))
+		case scheme == "AWS4-HMAC-SHA256":
+			if _, cred, ok := strings.Cut(rest, "Credential="); ok {
+				id, _, _ := strings.Cut(cred, "/")
+				candidates = append(candidates, id)
+			}
+		}
+	}
+	for _, c := range candidates {
+		if c != "" && subtle.ConstantTimeCompare([]byte(c), []byte(token)) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackHost reports whether a Host header names this machine: localhost
+// (and *.localhost), a loopback IP, or host.docker.internal (a container of
+// `sam local invoke` reaching the host).
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = strings.ToLower(host)
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "host.docker.internal" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
