@@ -71,7 +71,9 @@ type Message struct {
 
 // size is what SQS counts of the message against its limits: the body and
 // the trace header attribute.
-func (m Message) size() int { return len(m.Body) + len(m.TraceHeader) + len("AWSTraceHeader") + len("String") }
+func (m Message) size() int {
+	return len(m.Body) + len(m.TraceHeader) + len("AWSTraceHeader") + len("String")
+}
 
 // Failure describes one message that did not reach the queue.
 type Failure struct {

@@ -33,6 +33,8 @@ type Webhook struct {
 	Secret          Secret        // LINE_CHANNEL_SECRET_PARAM / LINE_CHANNEL_SECRET
 	PreviousSecret  Secret        // LINE_CHANNEL_SECRET_PREVIOUS_PARAM / LINE_CHANNEL_SECRET_PREVIOUS
 	BusName         string        // EVENT_BUS_NAME
+	ChatQueueURL    string        // CHAT_QUEUE_URL: the FIFO queue every event with a chat goes to
+	Region          string        // AWS_REGION (set by Lambda), named in the chat queue's envelopes
 	Source          string        // EVENT_SOURCE, default line.webhook
 	BotUserID       string        // BOT_USER_ID, optional destination check
 	MaxBodyBytes    int64         // MAX_BODY_BYTES, default 1 MiB
@@ -47,6 +49,8 @@ func LoadWebhook(env Getenv) (Webhook, error) {
 		Secret:          r.secret("LINE_CHANNEL_SECRET"),
 		PreviousSecret:  r.secret("LINE_CHANNEL_SECRET_PREVIOUS"),
 		BusName:         r.required("EVENT_BUS_NAME", "the EventBridge bus the webhook publishes to"),
+		ChatQueueURL:    r.required("CHAT_QUEUE_URL", "the URL of the FIFO queue (InteractiveQueue) every event with a chat is sent to, in order"),
+		Region:          r.str("AWS_REGION", ""),
 		Source:          r.str("EVENT_SOURCE", "line.webhook"),
 		BotUserID:       r.str("BOT_USER_ID", ""),
 		MaxBodyBytes:    r.int("MAX_BODY_BYTES", 1<<20, 1, 10<<20),
