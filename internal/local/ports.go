@@ -21,9 +21,10 @@ type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller     // event source mappings
-		redriveQueues // the SQS shim `linegate redrive` talks to
-		queueMaker    // provisioning
+		webhookfn.QueueSender // the webhook's chat queue
+		sqsPoller             // event source mappings
+		redriveQueues         // the SQS shim `linegate redrive` talks to
+		queueMaker            // provisioning
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning

@@ -334,7 +334,7 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	h, err := webhookfn.New(ctx, cfg, r.ports.bus, c)
+	h, err := webhookfn.New(ctx, cfg, r.ports.bus, r.ports.queues, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}

@@ -23,9 +23,9 @@ var DefaultRetryBackoff = backoff.Policy{First: 2 * time.Second, Max: 5 * time.M
 // Reasons a record was dead-lettered, in its AttrDeadLetterReason
 // attribute and its log line.
 const (
-	reasonPermanent = "permanent"           // the handler returned a bot.Permanent error
-	reasonMalformed = "malformed"           // the record cannot be decoded
-	reasonExhausted = "retries-exhausted"   // a transient failure on the last allowed receive
+	reasonPermanent = "permanent"         // the handler returned a bot.Permanent error
+	reasonMalformed = "malformed"         // the record cannot be decoded
+	reasonExhausted = "retries-exhausted" // a transient failure on the last allowed receive
 )
 
 // permanentReason says why err can never succeed on a retry, or "".

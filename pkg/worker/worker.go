@@ -83,8 +83,8 @@ type Result struct {
 	// DeadLetterReason says why an OutcomeDeadLettered record was:
 	// "permanent", "malformed" or "retries-exhausted".
 	DeadLetterReason string
-	Duration       time.Duration
-	TraceID        string
+	Duration         time.Duration
+	TraceID          string
 }
 
 // dispatcher runs the bot for one event; *bot.Router satisfies it.
