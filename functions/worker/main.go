@@ -1,5 +1,6 @@
 // Command worker is the SQS-triggered Lambda that runs the bot over batches
-// from the interactive and background queues, with partial batch failures.
+// from the interactive (FIFO), long-work and background queues, with partial
+// batch failures.
 // The logic lives in pkg/worker and pkg/bot, the wiring in
 // pkg/compose/workerfn. The bot is yours: replace app.New with your router.
 package main
@@ -9,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/app"
 	"github.com/linegate/linegate/pkg/compose"
@@ -23,6 +25,7 @@ func main() {
 		p, err := workerfn.New(ctx, cfg, bot, workerfn.Deps{
 			Store:    idempotency.NewDynamoDB(dynamodb.NewFromConfig(env.AWS), cfg.IdempotencyTable),
 			Ops:      sns.NewFromConfig(env.AWS),
+			Queues:   sqs.NewFromConfig(env.AWS),
 			Function: env.Function,
 			Region:   env.AWS.Region,
 		}, env.Common)

@@ -152,6 +152,7 @@ type Worker struct {
 	APIBaseURL       string        // LINE_API_BASE_URL, default https://api.line.me
 	IdempotencyTable string        // IDEMPOTENCY_TABLE
 	OpsTopicARN      string        // OPS_TOPIC_ARN (crash reports); optional
+	LongQueueURL     string        // LONG_QUEUE_URL: where bot.Long routes are handed; optional (they run in place without it)
 	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
 	Concurrency      int           // WORKER_CONCURRENCY, default 4 records at once per batch
 	KeepCompleted    time.Duration // IDEMPOTENCY_KEEP_HOURS, default 48, at least 24: how long a handled event is still skipped as a duplicate
@@ -167,6 +168,7 @@ func LoadWorker(env Getenv) (Worker, error) {
 		APIBaseURL:       r.str("LINE_API_BASE_URL", "https://api.line.me"),
 		IdempotencyTable: r.required("IDEMPOTENCY_TABLE", "the DynamoDB table that makes effects happen once"),
 		OpsTopicARN:      r.str("OPS_TOPIC_ARN", ""),
+		LongQueueURL:     r.str("LONG_QUEUE_URL", ""),
 		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
 		Concurrency:      int(r.int("WORKER_CONCURRENCY", 4, 1, 10)),
 		KeepCompleted:    time.Duration(r.int("IDEMPOTENCY_KEEP_HOURS", 48, 24, 24*366)) * time.Hour,

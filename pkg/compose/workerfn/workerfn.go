@@ -1,6 +1,7 @@
 // Package workerfn wires the worker function: the access token from SSM, a
 // LINE client per record, the idempotency store, crash reports to the ops
-// topic, tracing, and the bot the caller passes in. functions/worker and
+// topic, the SQS calls on its own queues (dead letters, retry delays, the
+// long-work hand-off), tracing, and the bot the caller passes in. functions/worker and
 // `linegate local` both build the worker here; the bot is always the
 // caller's (a user's bot is their handlers plus one line in main).
 package workerfn
@@ -10,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/compose"
@@ -26,10 +28,23 @@ type TopicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
+// QueueOps is the SQS calls the worker makes on its own queues: a source
+// queue's redrive policy (to find its dead-letter queue), a failed record's
+// visibility (retry delays, deferred records of a failed chat), and a send
+// (a dead letter, or long work to the long-work queue).
+type QueueOps interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
 // Deps are the worker's ports besides the bot.
 type Deps struct {
 	Store idempotency.Store // DynamoDB in AWS, memory locally
 	Ops   TopicPublisher    // crash reports; nil (or no OPS_TOPIC_ARN) disables them
+	// Queues acts on the queues records come from; nil leaves failures to
+	// SQS's visibility timeout and redrive, and runs long routes in place.
+	Queues QueueOps
 	// Observer sees every record's result (`linegate local`'s event log).
 	Observer func(worker.Result)
 	Region   string
@@ -66,6 +81,9 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	}
 	if d.Ops != nil && cfg.OpsTopicARN != "" {
 		opts = append(opts, worker.WithCrashReports(d.Ops, cfg.OpsTopicARN))
+	}
+	if d.Queues != nil {
+		opts = append(opts, worker.WithQueues(d.Queues), worker.WithLongQueue(cfg.LongQueueURL))
 	}
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))
