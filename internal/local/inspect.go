@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
 
@@ -174,9 +176,18 @@ func (p *printer) webhook(status, events int, d time.Duration) {
 	p.line("webhook   %d  %d event(s) acknowledged in %s", status, events, d.Round(10*time.Microsecond))
 }
 
+// record prints one record's outcome, with its chat's lane (the hashed
+// message group: each chat is one lane, handled one event at a time) or
+// "long" for the long-work queue.
 func (p *printer) record(res worker.Result) {
 	why := ""
 	switch {
+	case res.Outcome == worker.OutcomeDeadLettered:
+		why = ": dead-lettered by the worker (" + res.DeadLetterReason + ")"
+	case res.Outcome == worker.OutcomeDeferred:
+		why = ": an earlier event of its chat failed; it follows that one"
+	case res.Outcome == worker.OutcomeForwarded:
+		why = ": long work, handed to the long-work queue"
 	case res.Outcome != worker.OutcomeFailed:
 	case res.Panicked:
 		why = ": handler panicked, crash report sent on the first receive"
@@ -189,7 +200,17 @@ func (p *printer) record(res worker.Result) {
 	default:
 		why = ": handler returned an error"
 	}
-	p.line("worker    %-9s %s  %s (receive %d)%s", res.Type, res.WebhookEventID, res.Outcome, res.ReceiveCount, why)
+	if res.RetryIn > 0 {
+		why += fmt.Sprintf(", next receive in %s", res.RetryIn)
+	}
+	lane := "-"
+	switch {
+	case res.Long:
+		lane = "long"
+	case res.Group != "":
+		lane = telemetry.HashUserID(res.Group)
+	}
+	p.line("worker    %-14s %-9s %s  %s (receive %d)%s", "lane "+lane, res.Type, cmp.Or(res.WebhookEventID, res.MessageID), res.Outcome, res.ReceiveCount, why)
 }
 
 func (p *printer) deadLettered(id, dlq string) {

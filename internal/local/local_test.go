@@ -236,8 +236,8 @@ func TestWalkthrough(t *testing.T) {
 			return e.Outcome == "dead-lettered" && e.ReceiveCount == 5
 		})
 		// The DLQ holds it, and the probe:panic event, which panicked on every receive.
-		eventually(t, 10*time.Second, "the DLQ to hold it", func() bool { return getQueue(t, rt, "linegate-InteractiveDLQ").Visible == 2 })
-		if !getQueue(t, rt, "linegate-InteractiveDLQ").DeadLetter || getQueue(t, rt, "linegate-InteractiveQueue").DeadLetter {
+		eventually(t, 10*time.Second, "the DLQ to hold it", func() bool { return getQueue(t, rt, "linegate-InteractiveDLQ.fifo").Visible == 2 })
+		if !getQueue(t, rt, "linegate-InteractiveDLQ.fifo").DeadLetter || getQueue(t, rt, "linegate-InteractiveQueue.fifo").DeadLetter {
 			t.Fatal("deadLetter flags wrong")
 		}
 		eventually(t, 10*time.Second, "the DLQ alarm", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateAlarm })
@@ -249,15 +249,23 @@ func TestWalkthrough(t *testing.T) {
 		cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(rt.URL()), Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		res, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveDLQ", redrive.Options{Wait: true, PollEvery: 50 * time.Millisecond})
+		// The worker dead-lettered them itself, so SQS knows no source queue
+		// to move them back to: the redrive names it.
+		res, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveDLQ.fifo", redrive.Options{Wait: true, PollEvery: 50 * time.Millisecond,
+			Destination: "linegate-InteractiveQueue.fifo"})
 		if err != nil || res.Moved != 2 || res.Status != "COMPLETED" {
 			t.Fatalf("redrive: %+v %v", res, err)
 		}
-		if q := getQueue(t, rt, "linegate-InteractiveDLQ"); q.Visible != 0 {
+		if q := getQueue(t, rt, "linegate-InteractiveDLQ.fifo"); q.Visible != 0 {
 			t.Fatalf("DLQ still holds %d", q.Visible)
 		}
-		eventually(t, 10*time.Second, "the alarm back to OK", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateOK })
-		if _, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveQueue", redrive.Options{}); err == nil {
+		// Back in the chat queue they run again, fail again (they are probes),
+		// and the worker dead-letters them again after their retries.
+		eventually(t, 10*time.Second, "the redriven events to run and fail again", func() bool {
+			e, _ := event(t, rt, id)
+			return e.Outcome == "dead-lettered" && getQueue(t, rt, "linegate-InteractiveDLQ.fifo").Visible == 2
+		})
+		if _, err := redrive.Run(ctx, sqs.NewFromConfig(cfg), "linegate-InteractiveQueue.fifo", redrive.Options{}); err == nil {
 			t.Fatal("redrive from a queue that is no DLQ: want an error")
 		}
 	})
@@ -329,7 +337,7 @@ func TestEndpointBackendAgainstMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(out.QueueUrls, " ")
-	for _, q := range []string{"linegate-InteractiveQueue", "linegate-InteractiveDLQ", "linegate-BackgroundQueue", "linegate-RuleTargetDLQ"} {
+	for _, q := range []string{"linegate-InteractiveQueue.fifo", "linegate-InteractiveDLQ.fifo", "linegate-LongQueue", "linegate-BackgroundQueue", "linegate-RuleTargetDLQ"} {
 		if !strings.Contains(joined, q) {
 			t.Fatalf("queue %s not created on the endpoint: %v", q, out.QueueUrls)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
+	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -22,6 +23,7 @@ type cloudPorts struct {
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
 		webhookfn.QueueSender // the webhook's chat queue
+		workerfn.QueueOps     // the worker's dead letters, retry delays and long-work hand-off
 		sqsPoller             // event source mappings
 		redriveQueues         // the SQS shim `linegate redrive` talks to
 		queueMaker            // provisioning

@@ -375,7 +375,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	}
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
-		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
+		Store: store, Ops: r.ports.ops, Queues: r.ports.queues, Function: f.Name, Region: r.top.Region,
 		Observer: func(res worker.Result) { r.events.observe(res); r.out.record(res) }, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {

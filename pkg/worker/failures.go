@@ -10,6 +10,7 @@ import (
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/envelope"
+	"github.com/linegate/linegate/pkg/idempotency"
 )
 
 // DefaultRetryBackoff is how long a record that failed transiently stays
@@ -47,14 +48,19 @@ func permanentReason(err error) string {
 // last receive SQS allows, so the chat moves on at once, with the event
 // having run every time. Any other failure stays failed and is hidden for
 // backoff.Delay(receive count) via ChangeMessageVisibility, so receives
-// are spaced by growing intervals. When the dead-letter send fails, the
+// are spaced by growing intervals; a claim held by another run
+// (idempotency.ErrInProgress) is left to the visibility timeout, as that run
+// may take the whole function timeout. When the dead-letter send fails, the
 // record fails as a transient one; without q (no SQS client) every failure
 // is left to SQS's visibility timeout and redrive.
 func settleFailure(q *queues, retry backoff.Policy, log *slog.Logger) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			err := next(ctx, r)
-			if err == nil || q == nil {
+			if err == nil || q == nil || errors.Is(err, idempotency.ErrInProgress) {
+				// A claim held elsewhere (a duplicate delivery while the
+				// first is still running) waits the queue's visibility
+				// timeout: the other run may take the whole function timeout.
 				return err
 			}
 			ctx = context.WithoutCancel(ctx) // settle even when the invocation's time is up

@@ -30,6 +30,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -346,13 +347,18 @@ func (p *Processor) isLong(msg events.SQSMessage) bool {
 func (p *Processor) deferRecord(ctx context.Context, msg events.SQSMessage) {
 	res := Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg), Group: msg.Attributes["MessageGroupId"],
 		Outcome: OutcomeDeferred, Err: ErrDeferred}
+	if _, d, err := envelope.Decode([]byte(msg.Body)); err == nil {
+		if h, err := bot.Peek(d.Event); err == nil {
+			res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
+		}
+	}
 	if p.queues != nil {
 		if err := p.queues.changeVisibility(context.WithoutCancel(ctx), msg, 0); err != nil {
 			p.log.WarnContext(ctx, "deferred record not made visible: it waits for its visibility timeout", "messageId", msg.MessageId, "error", err.Error())
 		}
 	}
 	p.metrics.Count("RecordsDeferred", 1)
-	p.log.InfoContext(ctx, "record deferred", "messageId", msg.MessageId, "outcome", string(res.Outcome), "receiveCount", res.ReceiveCount,
+	p.log.InfoContext(ctx, "record deferred", "webhookEventId", res.WebhookEventID, "messageId", msg.MessageId, "outcome", string(res.Outcome), "receiveCount", res.ReceiveCount,
 		"lane", telemetry.HashUserID(res.Group))
 	p.observe(res)
 }
