@@ -32,6 +32,7 @@ type eventView struct {
 	Outcome        string `json:"outcome"`
 	Error          string `json:"error,omitempty"`
 	first          int
+	ran            []time.Time // when each receive that ran it ended
 }
 
 // Outcome values of /_local/events beyond the worker's own.
@@ -58,6 +59,9 @@ func (l *eventLog) observe(res worker.Result) {
 		v.Type = res.Type
 	}
 	v.ReceiveCount = max(v.ReceiveCount, res.ReceiveCount)
+	if res.Outcome != worker.OutcomeDeferred {
+		v.ran = append(v.ran, time.Now())
+	}
 	// A duplicate of an event already handled does not hide that it was.
 	if res.Outcome == worker.OutcomeDuplicate && v.Outcome == string(worker.OutcomeOK) {
 		return
@@ -100,6 +104,16 @@ func (l *eventLog) redriven() {
 			v.Outcome = string(worker.OutcomeFailed)
 		}
 	}
+}
+
+// attempts returns when each run of the event ended (tests).
+func (l *eventLog) attempts(id string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok := l.events[id]; ok {
+		return append([]time.Time(nil), v.ran...)
+	}
+	return nil
 }
 
 func (l *eventLog) list() []eventView {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +132,7 @@ func Run(t *testing.T, h Harness) {
 		s.run(t, "SQS/FIFOOrderPerGroup", testFIFOOrder)
 		s.run(t, "SQS/FIFOSequenceNumbersIncrease", testFIFOSequence)
 		s.run(t, "SQS/FIFOGroupLockedWhileInFlight", testFIFOGroupLock)
+		s.run(t, "SQS/FIFOGroupExclusiveWithConcurrentConsumers", testFIFOExclusive)
 		s.run(t, "SQS/FIFOFollowerWaitsBehindHidden", testFIFOFollowerWaits)
 		s.run(t, "SQS/FIFODeduplication", testFIFODedup)
 		s.run(t, "SQS/FIFOGroupAndDedupRequired", testFIFORequired)
@@ -902,6 +904,84 @@ func testFIFOGroupLock(t *testing.T, b Backend) {
 	}
 	if got := bodies(receiveN(t, b, q, 1)); fmt.Sprint(got) != "[a2]" {
 		t.Fatalf("after deleting a1 received %v, want a2", got)
+	}
+}
+
+// testFIFOExclusive: with several consumers long-polling at once (as an
+// event source mapping's pollers do), no two messages of a group are ever
+// in flight together, and each group is consumed in send order.
+func testFIFOExclusive(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "exclusive", map[string]string{"VisibilityTimeout": "60"})
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	inFlight := map[string]int{}
+	var problems []string
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := b.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 1, WaitTimeSeconds: 1,
+					MessageSystemAttributeNames: allAttrs})
+				if err != nil || len(out.Messages) == 0 {
+					continue
+				}
+				m := out.Messages[0]
+				g := m.Attributes["MessageGroupId"]
+				mu.Lock()
+				if inFlight[g]++; inFlight[g] > 1 {
+					problems = append(problems, fmt.Sprintf("%s received while another of group %s was in flight", aws.ToString(m.Body), g))
+				}
+				got[g] = append(got[g], aws.ToString(m.Body))
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // the handler's work
+				mu.Lock()
+				inFlight[g]--
+				mu.Unlock()
+				if _, err := b.SQS.DeleteMessage(context.WithoutCancel(ctx), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					mu.Lock()
+					problems = append(problems, "delete: "+err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the consumers are polling
+	want := map[string][]string{}
+	for g := range 4 {
+		group := fmt.Sprint("g", g)
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i := range 10 {
+			body := fmt.Sprintf("%s-%d", group, i)
+			want[group] = append(want[group], body)
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body),
+				MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(body)})
+		}
+		if _, err := b.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries}); err != nil {
+			t.Fatalf("SendMessageBatch: %v", err)
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		mu.Lock()
+		done := fmt.Sprint(got) == fmt.Sprint(want)
+		n := 0
+		for _, l := range got {
+			n += len(l)
+		}
+		mu.Unlock()
+		if done || n >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if len(problems) > 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumed %v\nwant %v\n%s", got, want, strings.Join(problems, "\n"))
 	}
 }
 

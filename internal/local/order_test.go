@@ -1,0 +1,228 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// orderUser is the user of trial i of an ordering test.
+func orderUser(prefix byte, i int) string { return fmt.Sprintf("U%c%031x", prefix, i) }
+
+// replyTexts returns, per user, the texts the bot sent them, in the order
+// the local Messaging API received them.
+func replyTexts(rt *Runtime) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range rt.LINE().Messages() {
+		for _, m := range r.Messages {
+			var msg struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(m, &msg) == nil {
+				out[r.To] = append(out[r.To], msg.Text)
+			}
+		}
+	}
+	return out
+}
+
+// checkOrder fails unless every user got exactly their 10 texts in order,
+// and reports whether users' replies interleaved (another user's reply
+// arrived between two of one user's).
+func checkOrder(t *testing.T, rt *Runtime, users []string, text func(user string, k int) string) (interleaved bool) {
+	t.Helper()
+	got := replyTexts(rt)
+	for _, u := range users {
+		want := make([]string, 10)
+		for k := range want {
+			want[k] = text(u, k)
+		}
+		if fmt.Sprint(got[u]) != fmt.Sprint(want) {
+			t.Fatalf("user %s got %q, want %q", u, got[u], want)
+		}
+	}
+	// Interleaving: the arrival order of all replies is not one user's
+	// block after another's.
+	var to []string
+	for _, r := range rt.LINE().Messages() {
+		to = append(to, r.To)
+	}
+	seen := map[string]bool{}
+	for i := 1; i < len(to); i++ {
+		if to[i] != to[i-1] && seen[to[i]] {
+			return true
+		}
+		seen[to[i-1]] = true
+	}
+	return false
+}
+
+// waitReplies waits until every user has n replies (and a little longer,
+// so a reply sent twice or out of order would be seen).
+func waitReplies(t *testing.T, rt *Runtime, users []string, n int, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("%d replies to each of %d users", n, len(users)), func() bool {
+		got := replyTexts(rt)
+		for _, u := range users {
+			if len(got[u]) < n {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(200 * time.Millisecond)
+}
+
+// Ten events from one user in one webhook body are answered in body order,
+// in every one of 100 trials; chats (the trials, run 20 at a time) interleave
+// freely. (Not on moto: it hands a FIFO group's messages to concurrent
+// consumers at once, the divergence cloudtest names; through moto the chat
+// queue's FIFO attributes, deduplication and order per receive are checked
+// by the conformance suite and TestEndpointBackendAgainstMoto.)
+func TestChatOrderWithinOneBody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		trials int
+	}{{"mem", 100}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, lp := start(t, Config{TimeScale: 60})
+			text := func(u string, k int) string { return fmt.Sprintf("%s says %02d", u[len(u)-4:], k) }
+			var users []string
+			for i := range tc.trials {
+				users = append(users, orderUser('a', i))
+			}
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 20)
+			for _, u := range users {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					evs := make([]json.RawMessage, 10)
+					for k := range evs {
+						evs[k] = lp.Text(u, text(u, k))
+					}
+					if d, err := lp.Deliver(context.Background(), evs...); err != nil || !d.Delivered {
+						t.Errorf("delivery for %s: %+v %v", u, d, err)
+					}
+				}()
+			}
+			wg.Wait()
+			waitReplies(t, rt, users, 10, 60*time.Second)
+			if !checkOrder(t, rt, users, text) && tc.trials > 10 {
+				t.Error("no two chats' replies interleaved: chats are not handled in parallel")
+			}
+		})
+	}
+}
+
+// Ten events from one user in ten bodies 20 ms apart are answered in order,
+// in each of 100 trials, while other users keep the pipeline busy (quick
+// messages and long work).
+func TestChatOrderAcrossBodies(t *testing.T) {
+	rt, lp := start(t, Config{TimeScale: 60})
+	text := func(u string, k int) string { return fmt.Sprintf("%s body %02d", u[len(u)-4:], k) }
+	// Background load: other users' messages, a quarter of them long work.
+	ctx, stop := context.WithCancel(context.Background())
+	var load sync.WaitGroup
+	for g := range 4 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				msg := fmt.Sprint("load ", n)
+				if n%4 == 0 {
+					msg = "slow load"
+				}
+				_, _ = lp.Deliver(ctx, lp.Text(orderUser('f', g*100000+n), msg))
+			}
+		}()
+	}
+	var users []string
+	for i := range 100 {
+		users = append(users, orderUser('b', i))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 25)
+	for _, u := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for k := range 10 {
+				if k > 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if d, err := lp.Deliver(context.Background(), lp.Text(u, text(u, k))); err != nil || !d.Delivered {
+					t.Errorf("delivery %d for %s: %+v %v", k, u, d, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitReplies(t, rt, users, 10, 60*time.Second)
+	stop()
+	load.Wait()
+	checkOrder(t, rt, users, text)
+}
+
+// probe:permanent fails with bot.Permanent: the worker dead-letters it on its
+// first receive, the chat's next message is answered at once, and the DLQ
+// alarm fires.
+func TestPermanentFailureIsDeadLetteredOnFirstReceive(t *testing.T) {
+	rt, lp := start(t, Config{TimeScale: 60})
+	const user = "U5555555555555555555555555555555d"
+	d, err := lp.Deliver(context.Background(), lp.Text(user, "probe:permanent"), lp.Text(user, "after it"))
+	if err != nil || !d.Delivered {
+		t.Fatalf("%+v %v", d, err)
+	}
+	id := d.WebhookEventIDs[0]
+	eventually(t, 10*time.Second, "probe:permanent dead-lettered", func() bool {
+		e, _ := event(t, rt, id)
+		return e.Outcome == "dead-lettered"
+	})
+	if e, _ := event(t, rt, id); e.ReceiveCount != 1 {
+		t.Fatalf("dead-lettered after %d receives, want 1", e.ReceiveCount)
+	}
+	eventually(t, 5*time.Second, "the next message answered", func() bool { _, ok := findMessage(t, rt, user, "reply", "after it"); return ok })
+	if q := getQueue(t, rt, "linegate-InteractiveDLQ.fifo"); q.Visible != 1 {
+		t.Fatalf("DLQ holds %d, want the one event", q.Visible)
+	}
+	eventually(t, 10*time.Second, "the DLQ alarm", func() bool { return getAlarm(t, rt, "linegate-interactive-dlq") == StateAlarm })
+}
+
+// A transient failure's receives are spaced by growing intervals: the
+// worker hides the message for a delay that doubles with each receive
+// (observed here compressed 5 times by the time scale).
+func TestTransientRetriesBackOff(t *testing.T) {
+	const scale = 5
+	rt, lp := start(t, Config{TimeScale: scale})
+	const user = "U6666666666666666666666666666666e"
+	id := deliver(t, lp, lp.Text(user, "probe:fail"))
+	eventually(t, 30*time.Second, "probe:fail dead-lettered after 5 receives", func() bool {
+		e, _ := event(t, rt, id)
+		return e.Outcome == "dead-lettered" && e.ReceiveCount == 5
+	})
+	attempts := rt.events.attempts(id)
+	if len(attempts) != 5 {
+		t.Fatalf("%d attempts recorded, want 5", len(attempts))
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(attempts); i++ {
+		gaps = append(gaps, attempts[i].Sub(attempts[i-1]))
+	}
+	const slack = 100 * time.Millisecond // polling and handler time, under -race on a busy machine
+	for i := 1; i < len(gaps); i++ {
+		if gaps[i]+slack < gaps[i-1] {
+			t.Fatalf("receive gaps %v: gap %d shorter than the one before", gaps, i+1)
+		}
+	}
+	// Equal jitter: receive n waits 2^(n-1) to 2^n seconds (cloud time).
+	first, last := gaps[0]*scale, gaps[len(gaps)-1]*scale
+	if first > 2*time.Second+slack*scale || last < 8*time.Second || last < 3*first {
+		t.Fatalf("receive gaps %v (x%d): want about 1-2 s growing to 8-16 s", gaps, scale)
+	}
+}
