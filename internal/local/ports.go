@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
@@ -20,6 +21,7 @@ import (
 // SDK clients of an endpoint.
 type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
+	chat   webhookfn.QueueSender // the webhook's chat queue: queues, traced
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
 		webhookfn.QueueSender // the webhook's chat queue
@@ -52,6 +54,27 @@ func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput
 		}
 	}
 	out, err := b.next.PutEvents(ctx, in, opts...)
+	span.End(err)
+	return out, err
+}
+
+// tracedChatQueue records the webhook's SendMessageBatch and can add a
+// simulated round trip, as tracedBus does for PutEvents.
+type tracedChatQueue struct {
+	next    webhookfn.QueueSender
+	region  string
+	latency time.Duration
+}
+
+func (q tracedChatQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, "SQS", "SendMessageBatch", q.region)
+	if q.latency > 0 {
+		if err := backoff.Sleep(ctx, q.latency); err != nil {
+			span.End(err)
+			return nil, err
+		}
+	}
+	out, err := q.next.SendMessageBatch(ctx, in, opts...)
 	span.End(err)
 	return out, err
 }

@@ -63,8 +63,9 @@ type Config struct {
 	Bot func(config.Worker) *bot.Router
 	// Options are added to every worker (benchmarks, chaos).
 	WorkerOptions []worker.Option
-	// BusLatency is added to every PutEvents, to be honest about the round
-	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
+	// BusLatency is added to every PutEvents and every SendMessageBatch of
+	// the webhook, to be honest about the round trip to EventBridge and SQS
+	// (about 20 ms) when measuring acknowledgement and end-to-end latency.
 	BusLatency time.Duration
 }
 
@@ -195,13 +196,16 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		r.back = newMemBackend(r.top, r.cfg.TimeScale, r.log)
 	}
 	r.ports = r.back.ports()
+	r.ports.chat = r.ports.queues
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
 		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.chat = tracedChatQueue{next: r.ports.chat, region: r.top.Region, latency: r.cfg.BusLatency}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
 		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.chat = tracedChatQueue{next: r.ports.chat, region: r.top.Region, latency: r.cfg.BusLatency}
 	}
 	if err != nil {
 		return err
@@ -334,7 +338,7 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	h, err := webhookfn.New(ctx, cfg, r.ports.bus, r.ports.queues, c)
+	h, err := webhookfn.New(ctx, cfg, r.ports.bus, r.ports.chat, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
