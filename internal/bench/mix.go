@@ -1,13 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,15 +20,6 @@ import (
 // KindSlow is the text kind of the mix bench's long work ("slow:<n>"): a
 // route declared bot.Long that works, then replies "done <n>".
 const KindSlow = "slow"
-
-// Defaults of MixOptions.
-const (
-	DefaultMixSlowUsers   = 40
-	DefaultMixQuickUsers  = 20
-	DefaultMixQuickRounds = 5
-	DefaultMixSlowWork    = 5 * time.Second
-	DefaultMixRoundGap    = 200 * time.Millisecond
-)
 
 // MixOptions configure RunMix. Zero values take the defaults.
 type MixOptions struct {
@@ -55,27 +44,14 @@ type MixOptions struct {
 }
 
 func (o MixOptions) normalize() (MixOptions, error) {
-	o.SlowUsers = cmpOr(o.SlowUsers, DefaultMixSlowUsers)
-	o.QuickUsers = cmpOr(o.QuickUsers, DefaultMixQuickUsers)
-	o.QuickRounds = cmpOr(o.QuickRounds, DefaultMixQuickRounds)
-	if o.RoundGap == 0 {
-		o.RoundGap = DefaultMixRoundGap
-	}
-	if o.SlowWork == 0 {
-		o.SlowWork = DefaultMixSlowWork
-	}
-	switch {
-	case o.BusLatency == 0:
-		o.BusLatency = DefaultBusLatency
-	case o.BusLatency < 0:
-		o.BusLatency = 0
-	}
-	if o.TimeScale == 0 {
-		o.TimeScale = DefaultTimeScale
-	}
-	if o.Template == "" {
-		o.Template = DefaultTemplate
-	}
+	o.SlowUsers = cmp.Or(o.SlowUsers, DefaultMixSlowUsers)
+	o.QuickUsers = cmp.Or(o.QuickUsers, DefaultMixQuickUsers)
+	o.QuickRounds = cmp.Or(o.QuickRounds, DefaultMixQuickRounds)
+	o.RoundGap = cmp.Or(o.RoundGap, DefaultMixRoundGap)
+	o.SlowWork = cmp.Or(o.SlowWork, DefaultMixSlowWork)
+	o.BusLatency = busLatency(o.BusLatency)
+	o.TimeScale = cmp.Or(o.TimeScale, DefaultTimeScale)
+	o.Template = cmp.Or(o.Template, DefaultTemplate)
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}
@@ -83,13 +59,6 @@ func (o MixOptions) normalize() (MixOptions, error) {
 		return o, fmt.Errorf("%w: mix needs at least one quick user and round, no negative counts, a time scale of at least 1", ErrOptions)
 	}
 	return o, nil
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // MixRun is one run of the mix: quick replies' end-to-end latency (LINE's
@@ -228,7 +197,7 @@ func mixRun(ctx context.Context, o MixOptions, scale float64, slow int) (MixRun,
 	}
 	wg.Wait()
 	if !waitFor(ctx, 30*time.Second, func() bool { return len(rt.LINE().Messages()) >= o.QuickUsers }) {
-		return MixRun{}, errors.New("bench: the warm-up round was not answered within 30 s")
+		return MixRun{}, fmt.Errorf("bench: the warm-up round was not answered within 30 s")
 	}
 	for j := range slow {
 		wg.Add(1)
@@ -239,7 +208,7 @@ func mixRun(ctx context.Context, o MixOptions, scale float64, slow int) (MixRun,
 		// Every long job handed off (its loading animation shown) and
 		// running: the quick messages come while they are in flight.
 		if !waitFor(ctx, 30*time.Second, func() bool { return len(rt.LINE().Loading()) >= slow }) {
-			return MixRun{}, errors.New("bench: the long jobs were not handed to the long-work queue within 30 s")
+			return MixRun{}, fmt.Errorf("bench: the long jobs were not handed to the long-work queue within 30 s")
 		}
 	}
 	for k := range o.QuickRounds {
@@ -315,54 +284,4 @@ func summarizeMix(recs []linemock.Record, starts []time.Time, quick, slow int) M
 	r.QuickP50Ms, r.QuickP99Ms, r.QuickMaxMs = ms(percentile(q, 50)), ms(percentile(q, 99)), ms(percentile(q, 100))
 	r.SlowP50Ms, r.SlowP99Ms = ms(percentile(s, 50)), ms(percentile(s, 99))
 	return r
-}
-
-// WriteJSON writes the report as indented JSON.
-func (r MixReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("bench: write JSON mix report: %w", err)
-	}
-	return nil
-}
-
-// WriteMarkdown writes the report as markdown: the settings, the two runs
-// side by side, and the p99 ratio the claim is about.
-func (r MixReport) WriteMarkdown(w io.Writer) error {
-	var b strings.Builder
-	s := r.Settings
-	fmt.Fprintf(&b, "## linegate bench --mix\n\n")
-	fmt.Fprintf(&b, "%d quick messages (%d users × %d rounds, %s apart) answered at once; long work: %d users, one job each (bot.Long, %s of work); bus latency %s, time scale %.4g",
-		s.QuickUsers*s.QuickRounds, s.QuickUsers, s.QuickRounds, fmtMs(s.RoundGapMs), s.SlowUsers, fmtMs(s.SlowWorkMs), fmtMs(s.BusLatencyMs), s.TimeScale)
-	if len(s.Params) > 0 {
-		fmt.Fprintf(&b, ", template overrides %v", s.Params)
-	} else {
-		b.WriteString(", template defaults")
-	}
-	b.WriteString(".\n\n")
-	b.WriteString("| run | quick p50 | quick p99 | quick max | long jobs answered | long e2e p50 | long e2e p99 | unanswered | duplicated |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, run := range []struct {
-		name string
-		m    MixRun
-	}{{"no long work", r.Idle}, {fmt.Sprintf("%d long jobs in flight", r.Loaded.SlowJobs), r.Loaded}} {
-		m := run.m
-		slowP50, slowP99 := "-", "-"
-		if m.SlowJobs > 0 {
-			slowP50, slowP99 = fmtMs(m.SlowP50Ms), fmtMs(m.SlowP99Ms)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d / %d | %s | %s | %d | %d |\n", run.name, fmtMs(m.QuickP50Ms), fmtMs(m.QuickP99Ms), fmtMs(m.QuickMaxMs),
-			m.SlowAnswered, m.SlowJobs, slowP50, slowP99, m.Unanswered, m.Duplicated)
-	}
-	verdict := "within"
-	if r.P99Ratio > 2 {
-		verdict = "OVER"
-	}
-	fmt.Fprintf(&b, "\nquick replies' p99 with long work in flight ÷ without: **%s** (%s the 2× bound).\n", fmtX(r.P99Ratio), verdict)
-	fmt.Fprintf(&b, "\nRun took %.1f s.\n", r.Elapsed)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("bench: write markdown mix report: %w", err)
-	}
-	return nil
 }

@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/linemock"
 )
 
@@ -74,13 +71,5 @@ func TestMixReportGolden(t *testing.T) {
 		Loaded:   MixRun{SlowJobs: 40, Quick: 100, QuickP50Ms: 28, QuickP99Ms: 37, QuickMaxMs: 37, SlowAnswered: 40, SlowP50Ms: 5050, SlowP99Ms: 10060},
 		P99Ratio: 37.0 / 43, Elapsed: 11.6,
 	}
-	var md, js bytes.Buffer
-	if err := rep.WriteMarkdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	golden.Check(t, filepath.Join("testdata", "mix.md"), md.Bytes())
-	golden.Check(t, filepath.Join("testdata", "mix.json"), js.Bytes())
+	checkWriters(t, "mix", rep.WriteMarkdown, rep.WriteJSON)
 }

@@ -31,6 +31,25 @@ func slowingBot(c config.Worker) *bot.Router {
 // orderUser is the user of trial i of an ordering test.
 func orderUser(prefix byte, i int) string { return fmt.Sprintf("U%c%031x", prefix, i) }
 
+// eachUser runs one trial per user, n of them (users prefix+0…), at most
+// parallel at once, and returns the users once every trial has sent.
+func eachUser(prefix byte, n, parallel int, trial func(user string)) []string {
+	users := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i := range users {
+		users[i] = orderUser(prefix, i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			trial(users[i])
+		}()
+	}
+	wg.Wait()
+	return users
+}
+
 // replyTexts returns, per user, the texts the bot sent them, in the order
 // the local Messaging API received them.
 func replyTexts(rt *Runtime) map[string][]string {
@@ -102,39 +121,20 @@ func waitReplies(t *testing.T, rt *Runtime, users []string, n int, timeout time.
 // queue's FIFO attributes, deduplication and order per receive are checked
 // by the conformance suite and TestEndpointBackendAgainstMoto.)
 func TestChatOrderWithinOneBody(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		trials int
-	}{{"mem", 100}} {
-		t.Run(tc.name, func(t *testing.T) {
-			rt, lp := start(t, Config{TimeScale: 60, Bot: slowingBot})
-			text := func(u string, k int) string { return fmt.Sprintf("%s says %02d", u[len(u)-4:], k) }
-			var users []string
-			for i := range tc.trials {
-				users = append(users, orderUser('a', i))
-			}
-			var wg sync.WaitGroup
-			sem := make(chan struct{}, 20)
-			for _, u := range users {
-				wg.Add(1)
-				sem <- struct{}{}
-				go func() {
-					defer func() { <-sem; wg.Done() }()
-					evs := make([]json.RawMessage, 10)
-					for k := range evs {
-						evs[k] = lp.Text(u, text(u, k))
-					}
-					if d, err := lp.Deliver(context.Background(), evs...); err != nil || !d.Delivered {
-						t.Errorf("delivery for %s: %+v %v", u, d, err)
-					}
-				}()
-			}
-			wg.Wait()
-			waitReplies(t, rt, users, 10, 60*time.Second)
-			if !checkOrder(t, rt, users, text) && tc.trials > 10 {
-				t.Error("no two chats' replies interleaved: chats are not handled in parallel")
-			}
-		})
+	rt, lp := start(t, Config{TimeScale: 60, Bot: slowingBot})
+	text := func(u string, k int) string { return fmt.Sprintf("%s says %02d", u[len(u)-4:], k) }
+	users := eachUser('a', 100, 20, func(u string) {
+		evs := make([]json.RawMessage, 10)
+		for k := range evs {
+			evs[k] = lp.Text(u, text(u, k))
+		}
+		if d, err := lp.Deliver(context.Background(), evs...); err != nil || !d.Delivered {
+			t.Errorf("delivery for %s: %+v %v", u, d, err)
+		}
+	})
+	waitReplies(t, rt, users, 10, 60*time.Second)
+	if !checkOrder(t, rt, users, text) {
+		t.Error("no two chats' replies interleaved: chats are not handled in parallel")
 	}
 }
 
@@ -163,28 +163,16 @@ func TestChatOrderAcrossBodies(t *testing.T) {
 			}
 		}()
 	}
-	var users []string
-	for i := range 100 {
-		users = append(users, orderUser('b', i))
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for _, u := range users {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for k := range 10 {
-				if k > 0 {
-					time.Sleep(20 * time.Millisecond)
-				}
-				if d, err := lp.Deliver(context.Background(), lp.Text(u, text(u, k))); err != nil || !d.Delivered {
-					t.Errorf("delivery %d for %s: %+v %v", k, u, d, err)
-				}
+	users := eachUser('b', 100, 4, func(u string) {
+		for k := range 10 {
+			if k > 0 {
+				time.Sleep(20 * time.Millisecond)
 			}
-		}()
-	}
-	wg.Wait()
+			if d, err := lp.Deliver(context.Background(), lp.Text(u, text(u, k))); err != nil || !d.Delivered {
+				t.Errorf("delivery %d for %s: %+v %v", k, u, d, err)
+			}
+		}
+	})
 	waitReplies(t, rt, users, 10, 60*time.Second)
 	stop()
 	load.Wait()

@@ -38,22 +38,35 @@ type cloudPorts struct {
 // traced here the way the SDK instrumentation traces real ones; the
 // endpoint backend's SDK clients are instrumented directly.
 
-// tracedBus records PutEvents and can add a simulated round trip.
-type tracedBus struct {
-	next    webhookfn.EventPutter
+// roundTrip is where a traced call goes and how long its simulated round
+// trip takes (0: none).
+type roundTrip struct {
 	region  string
 	latency time.Duration
 }
 
+// tracedBus records PutEvents and can add a simulated round trip.
+type tracedBus struct {
+	next webhookfn.EventPutter
+	roundTrip
+}
+
 func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	ctx, span := telemetry.StartAWSCall(ctx, "EventBridge", "PutEvents", b.region)
-	if b.latency > 0 {
-		if err := backoff.Sleep(ctx, b.latency); err != nil {
-			span.End(err)
-			return nil, err
-		}
+	return slowCall(ctx, "EventBridge", "PutEvents", b.roundTrip, func(ctx context.Context) (*eventbridge.PutEventsOutput, error) {
+		return b.next.PutEvents(ctx, in, opts...)
+	})
+}
+
+// slowCall traces call as the AWS operation service.op, after waiting
+// rt's latency: a simulated round trip.
+func slowCall[O any](ctx context.Context, service, op string, rt roundTrip, call func(ctx context.Context) (O, error)) (O, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, service, op, rt.region)
+	if err := backoff.Sleep(ctx, rt.latency); rt.latency > 0 && err != nil {
+		span.End(err)
+		var zero O
+		return zero, err
 	}
-	out, err := b.next.PutEvents(ctx, in, opts...)
+	out, err := call(ctx)
 	span.End(err)
 	return out, err
 }
@@ -61,22 +74,14 @@ func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput
 // tracedChatQueue records the webhook's SendMessageBatch and can add a
 // simulated round trip, as tracedBus does for PutEvents.
 type tracedChatQueue struct {
-	next    webhookfn.QueueSender
-	region  string
-	latency time.Duration
+	next webhookfn.QueueSender
+	roundTrip
 }
 
 func (q tracedChatQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	ctx, span := telemetry.StartAWSCall(ctx, "SQS", "SendMessageBatch", q.region)
-	if q.latency > 0 {
-		if err := backoff.Sleep(ctx, q.latency); err != nil {
-			span.End(err)
-			return nil, err
-		}
-	}
-	out, err := q.next.SendMessageBatch(ctx, in, opts...)
-	span.End(err)
-	return out, err
+	return slowCall(ctx, "SQS", "SendMessageBatch", q.roundTrip, func(ctx context.Context) (*sqs.SendMessageBatchOutput, error) {
+		return q.next.SendMessageBatch(ctx, in, opts...)
+	})
 }
 
 // tracedTopics records Publish.

@@ -200,12 +200,12 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
-		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
-		r.ports.chat = tracedChatQueue{next: r.ports.chat, region: r.top.Region, latency: r.cfg.BusLatency}
+		rtt := roundTrip{region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.bus, r.ports.chat = tracedBus{r.ports.bus, rtt}, tracedChatQueue{r.ports.chat, rtt}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
-		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
-		r.ports.chat = tracedChatQueue{next: r.ports.chat, region: r.top.Region, latency: r.cfg.BusLatency}
+		rtt := roundTrip{region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.bus, r.ports.chat = tracedBus{r.ports.bus, rtt}, tracedChatQueue{r.ports.chat, rtt}
 	}
 	if err != nil {
 		return err

@@ -100,56 +100,51 @@ type batchSender interface {
 // one retry layer.
 func noSDKRetries(o *sqs.Options) { o.Retryer = aws.NopRetryer{} }
 
+// Config tunes a Sender; the zero value takes every default.
+type Config struct {
+	// Deadline bounds a whole Send, retries included (default 800 ms, well
+	// inside LINE's 1-2 s webhook timeout; the webhook gives it the bus's
+	// deadline, as both run at once).
+	Deadline time.Duration
+	// Retry spaces the retries (default 25 ms doubling to 200 ms, equal
+	// jitter, like the bus publisher's).
+	Retry backoff.Policy
+	// Log gets one line per message that was not queued (default
+	// slog.Default()).
+	Log *slog.Logger
+	// Metrics records EventsQueued, QueueRetries, QueueFailures and
+	// QueueLatency (default discarded).
+	Metrics telemetry.Recorder
+	// Sleep waits between retries (default backoff.Sleep; tests).
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
 // Sender sends chat events to one FIFO queue, in order. It is safe for
 // concurrent use; the order it keeps is the order of one Send's messages.
 type Sender struct {
-	api      batchSender
-	url      string
-	deadline time.Duration
-	retry    backoff.Policy
-	log      *slog.Logger
-	metrics  telemetry.Recorder
-	sleep    func(ctx context.Context, d time.Duration) error
-}
-
-// Option configures a Sender.
-type Option func(*Sender)
-
-// WithDeadline bounds a whole Send, retries included (default 800 ms, well
-// inside LINE's 1-2 s webhook timeout; the webhook gives it the same
-// deadline as the bus, as both run at once).
-func WithDeadline(d time.Duration) Option { return func(s *Sender) { s.deadline = d } }
-
-// WithBackoff sets the first retry delay and its cap (default 25 ms, 200 ms,
-// with equal jitter, like the bus publisher's).
-func WithBackoff(first, max time.Duration) Option {
-	return func(s *Sender) { s.retry.First, s.retry.Max = first, max }
-}
-
-// WithLogger sets the logger for messages that were not queued (default
-// slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(s *Sender) { s.log = l } }
-
-// WithMetrics records EventsQueued, QueueRetries, QueueFailures and
-// QueueLatency.
-func WithMetrics(r telemetry.Recorder) Option { return func(s *Sender) { s.metrics = r } }
-
-// WithSleep replaces the backoff sleep (tests).
-func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
-	return func(s *Sender) { s.sleep = f }
+	api batchSender
+	url string
+	Config
 }
 
 // New returns a Sender for the FIFO queue at url.
-func New(api batchSender, url string, opts ...Option) *Sender {
-	s := &Sender{
-		api: api, url: url, deadline: 800 * time.Millisecond,
-		retry: backoff.Policy{First: 25 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: backoff.Equal},
-		log:   slog.Default(), metrics: telemetry.Discard, sleep: backoff.Sleep,
+func New(api batchSender, url string, cfg Config) *Sender {
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 800 * time.Millisecond
 	}
-	for _, o := range opts {
-		o(s)
+	if cfg.Retry.First <= 0 {
+		cfg.Retry = backoff.Policy{First: 25 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: backoff.Equal}
 	}
-	return s
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = telemetry.Discard
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = backoff.Sleep
+	}
+	return &Sender{api: api, url: url, Config: cfg}
 }
 
 // Send queues msgs in their order. It returns nil only when every message
@@ -163,7 +158,7 @@ func (s *Sender) Send(ctx context.Context, msgs []Message) (Result, error) {
 		return res, nil
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.deadline)
+	ctx, cancel := context.WithTimeout(ctx, s.Deadline)
 	defer cancel()
 	for _, batch := range batches(msgs) {
 		failed := s.sendBatch(ctx, msgs, batch, &res)
@@ -180,17 +175,25 @@ func (s *Sender) Send(ctx context.Context, msgs []Message) (Result, error) {
 		break
 	}
 	res.Queued = len(msgs) - len(res.Failed)
-	s.metrics.Count(MetricEventsQueued, float64(res.Queued))
-	s.metrics.Duration(MetricQueueLatency, time.Since(start))
-	if len(res.Failed) == 0 {
-		return res, nil
+	s.account(ctx, res, time.Since(start))
+	if len(res.Failed) > 0 {
+		first := res.Failed[0]
+		return res, fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotQueued, len(res.Failed), len(msgs), first.Code, first.Message)
 	}
-	s.metrics.Count(MetricQueueFailures, float64(len(res.Failed)))
+	return res, nil
+}
+
+// account records a Send's metrics and logs each message that was not
+// queued, with its webhookEventId.
+func (s *Sender) account(ctx context.Context, res Result, took time.Duration) {
 	for _, f := range res.Failed {
-		s.log.ErrorContext(ctx, "event not queued", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
+		s.Log.ErrorContext(ctx, "event not queued", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
 	}
-	return res, fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotQueued, len(res.Failed), len(msgs),
-		res.Failed[0].Code, res.Failed[0].Message)
+	s.Metrics.Count(MetricEventsQueued, float64(res.Queued))
+	if len(res.Failed) > 0 {
+		s.Metrics.Count(MetricQueueFailures, float64(len(res.Failed)))
+	}
+	s.Metrics.Duration(MetricQueueLatency, took)
 }
 
 // laterThan lists the indexes after the batch's last one.
@@ -210,8 +213,8 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []Message, batch []int, res
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			res.Retried += len(pending)
-			s.metrics.Count(MetricQueueRetries, float64(len(pending)))
-			if s.sleep(ctx, s.retry.Delay(attempt-1)) != nil {
+			s.Metrics.Count(MetricQueueRetries, float64(len(pending)))
+			if s.Sleep(ctx, s.Retry.Delay(attempt-1)) != nil {
 				break
 			}
 		}
@@ -235,7 +238,7 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []Message, batch []int, res
 	var out []Failure
 	for _, i := range pending {
 		f := Failure{EventID: msgs[i].EventID, Code: awserr.CodeDeadline,
-			Message: fmt.Sprintf("deadline (%v) passed before the queue accepted the event", s.deadline)}
+			Message: fmt.Sprintf("deadline (%v) passed before the queue accepted the event", s.Deadline)}
 		if l, ok := last[i]; ok {
 			f.Code, f.Message = l.Code, f.Message+"; last error: "+l.Message
 		}

@@ -17,6 +17,7 @@ import (
 	smithy "github.com/aws/smithy-go"
 
 	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/pkg/backoff"
 )
 
 // fakeQueue answers SendMessageBatch from a script and keeps what it
@@ -158,7 +159,7 @@ func TestSendKeepsOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &testmetrics.Recorder{}
-			s := New(tt.q, "https://sqs/q.fifo", WithSleep(noSleep), WithMetrics(m), WithLogger(quiet))
+			s := New(tt.q, "https://sqs/q.fifo", Config{Sleep: noSleep, Metrics: m, Log: quiet})
 			res, err := s.Send(context.Background(), tt.msgs)
 			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrNotQueued)) {
 				t.Fatalf("err = %v, want error %v wrapping ErrNotQueued", err, tt.wantErr)
@@ -196,7 +197,7 @@ func TestSendKeepsOrder(t *testing.T) {
 // the throttling, not a bare timeout.
 func TestSendGivesUpAtTheDeadline(t *testing.T) {
 	q := &fakeQueue{callErr: func(int) error { return throttled }}
-	s := New(q, "u", WithDeadline(60*time.Millisecond), WithBackoff(5*time.Millisecond, 10*time.Millisecond), WithLogger(quiet))
+	s := New(q, "u", Config{Deadline: 60 * time.Millisecond, Retry: backoff.Policy{First: 5 * time.Millisecond, Max: 10 * time.Millisecond}, Log: quiet})
 	start := time.Now()
 	res, err := s.Send(context.Background(), msgs(2, 0))
 	if !errors.Is(err, ErrNotQueued) || time.Since(start) > time.Second {
@@ -209,7 +210,7 @@ func TestSendGivesUpAtTheDeadline(t *testing.T) {
 
 func TestSendNothing(t *testing.T) {
 	q := &fakeQueue{}
-	if res, err := New(q, "u").Send(context.Background(), nil); err != nil || res.Calls != 0 || len(q.calls) != 0 {
+	if res, err := New(q, "u", Config{}).Send(context.Background(), nil); err != nil || res.Calls != 0 || len(q.calls) != 0 {
 		t.Fatalf("%+v %v, %d calls", res, err, len(q.calls))
 	}
 }
@@ -221,7 +222,7 @@ func TestSendCarriesGroupDedupAndTrace(t *testing.T) {
 		in = i
 		return &sqs.SendMessageBatchOutput{Successful: []sqstypes.SendMessageBatchResultEntry{{Id: i.Entries[0].Id}}}, nil
 	})
-	_, err := New(api, "https://q.fifo").Send(context.Background(), []Message{{Body: []byte("b"), Group: "Uchat", DedupID: "01ID", TraceHeader: "Root=1-abc"}})
+	_, err := New(api, "https://q.fifo", Config{}).Send(context.Background(), []Message{{Body: []byte("b"), Group: "Uchat", DedupID: "01ID", TraceHeader: "Root=1-abc"}})
 	if err != nil {
 		t.Fatal(err)
 	}

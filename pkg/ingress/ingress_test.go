@@ -27,7 +27,8 @@ const (
 
 var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 
-// fakeQueue records what the chat queue was given and fails on demand.
+// fakeQueue records what the chat queue was given and fails (with err)
+// on demand.
 type fakeQueue struct {
 	mu    sync.Mutex
 	msgs  []chatqueue.Message
@@ -38,12 +39,11 @@ type fakeQueue struct {
 func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
-	if f.err != nil {
-		return chatqueue.Result{}, f.err
+	if f.calls++; f.err == nil {
+		f.msgs = append(f.msgs, msgs...)
+		return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
 	}
-	f.msgs = append(f.msgs, msgs...)
-	return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
+	return chatqueue.Result{}, f.err
 }
 
 // bigBody is a body of one text message event of eventBytes bytes: with

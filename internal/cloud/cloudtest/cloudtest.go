@@ -833,6 +833,14 @@ func sendFIFO(t *testing.T, b Backend, q queueRef, group, dedup, body string) *s
 	return out
 }
 
+// sendEach sends each body to group, deduplicated by the body itself.
+func sendEach(t *testing.T, b Backend, q queueRef, group string, bodies ...string) {
+	t.Helper()
+	for _, body := range bodies {
+		sendFIFO(t, b, q, group, body, body)
+	}
+}
+
 func bodies(msgs []sqstypes.Message) []string {
 	var out []string
 	for _, m := range msgs {
@@ -888,9 +896,8 @@ func fifoOrder(t *testing.T, b Backend, checkSequence bool) {
 // after it is returned; another group is. Deleting it releases the next.
 func testFIFOGroupLock(t *testing.T, b Backend) {
 	q := createFIFO(t, b, "lock", map[string]string{"VisibilityTimeout": "30"})
-	sendFIFO(t, b, q, "A", "a1", "a1")
-	sendFIFO(t, b, q, "A", "a2", "a2")
-	sendFIFO(t, b, q, "B", "b1", "b1")
+	sendEach(t, b, q, "A", "a1", "a2")
+	sendEach(t, b, q, "B", "b1")
 	first := receiveNow(t, b, q, 1)
 	if len(first) != 1 || aws.ToString(first[0].Body) != "a1" {
 		t.Fatalf("first receive %v, want a1", bodies(first))
@@ -990,8 +997,7 @@ func testFIFOExclusive(t *testing.T, b Backend) {
 // of the group comes until the failed one reappears, then both, in order.
 func testFIFOFollowerWaits(t *testing.T, b Backend) {
 	q := createFIFO(t, b, "follow", map[string]string{"VisibilityTimeout": "30"})
-	sendFIFO(t, b, q, "A", "a1", "a1")
-	sendFIFO(t, b, q, "A", "a2", "a2")
+	sendEach(t, b, q, "A", "a1", "a2")
 	got := receiveN(t, b, q, 2)
 	if fmt.Sprint(bodies(got)) != "[a1 a2]" {
 		t.Fatalf("received %v, want a1 a2", bodies(got))
@@ -1049,8 +1055,7 @@ func testFIFORequired(t *testing.T, b Backend) {
 func testFIFORedrive(t *testing.T, b Backend) {
 	dlq := createFIFO(t, b, "fdlq", nil)
 	q := createFIFO(t, b, "fsrc", map[string]string{"RedrivePolicy": redrivePolicy(dlq.arn, 1), "VisibilityTimeout": "30"})
-	sendFIFO(t, b, q, "A", "a1", "a1")
-	sendFIFO(t, b, q, "A", "a2", "a2")
+	sendEach(t, b, q, "A", "a1", "a2")
 	first := receiveNow(t, b, q, 1)
 	if fmt.Sprint(bodies(first)) != "[a1]" {
 		t.Fatalf("first receive %v", bodies(first))

@@ -42,8 +42,7 @@ func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSe
 	}
 	pub := eventbus.NewPublisher(bus, cfg.BusName, eventbus.WithSource(cfg.Source), eventbus.WithDeadline(cfg.PublishDeadline),
 		eventbus.WithLogger(c.Logger), eventbus.WithMetrics(c.Metrics))
-	chats := chatqueue.New(queue, cfg.ChatQueueURL, chatqueue.WithDeadline(cfg.PublishDeadline),
-		chatqueue.WithLogger(c.Logger), chatqueue.WithMetrics(c.Metrics))
+	chats := chatqueue.New(queue, cfg.ChatQueueURL, chatqueue.Config{Deadline: cfg.PublishDeadline, Log: c.Logger, Metrics: c.Metrics})
 	return ingress.New(pub, ingress.WithChatQueue(chats), ingress.WithSource(cfg.Source), ingress.WithRegion(cfg.Region),
 		ingress.WithSecrets(vals...), ingress.WithMaxBodyBytes(cfg.MaxBodyBytes), ingress.WithBotUserID(cfg.BotUserID),
 		ingress.WithLogger(c.Logger), ingress.WithMetrics(c.Metrics), ingress.WithTraceHeader(telemetry.TraceHeader))
