@@ -41,6 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	slowUsers := fs.Int("slow-users", bench.DefaultMixSlowUsers, "mix: users who each start one long job (--work long, default 5s)")
 	quickUsers := fs.Int("quick-users", bench.DefaultMixQuickUsers, "mix: other users who send quick messages")
 	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
+	inPlace := fs.Bool("in-place", false, "mix: run the slow handlers as ordinary routes (no bot.Long), the design before long work, for comparison")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -48,7 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
 	}
 	if *mix {
-		return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds,
+		return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds, InPlace: *inPlace,
 			SlowWork: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"), TimeScale: *scale, Template: *tmpl}, *asJSON, stdout)
 	}
 	o := bench.Options{

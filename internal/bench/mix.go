@@ -39,6 +39,9 @@ type MixOptions struct {
 	// claim is made at the template's defaults.
 	Template string
 	Params   map[string]string
+	// InPlace declares the slow route an ordinary one (no bot.Long): the
+	// design before long work had its own queue, for comparison.
+	InPlace bool
 	// Logs receives linegate's JSON logs (default discarded).
 	Logs io.Writer
 }
@@ -91,6 +94,7 @@ type MixReport struct {
 
 // MixSettings are the options a MixReport was made with.
 type MixSettings struct {
+	InPlace      bool              `json:"inPlace,omitempty"`
 	SlowUsers    int               `json:"slowUsers"`
 	QuickUsers   int               `json:"quickUsers"`
 	QuickRounds  int               `json:"quickRounds"`
@@ -115,7 +119,7 @@ func RunMix(ctx context.Context, o MixOptions) (MixReport, error) {
 	if err != nil {
 		return MixReport{}, err
 	}
-	rep := MixReport{Settings: MixSettings{SlowUsers: o.SlowUsers, QuickUsers: o.QuickUsers, QuickRounds: o.QuickRounds,
+	rep := MixReport{Settings: MixSettings{InPlace: o.InPlace, SlowUsers: o.SlowUsers, QuickUsers: o.QuickUsers, QuickRounds: o.QuickRounds,
 		RoundGapMs: ms(o.RoundGap), SlowWorkMs: ms(o.SlowWork), BusLatencyMs: ms(o.BusLatency), TimeScale: tm.scale, Params: o.Params}}
 	if rep.Idle, err = mixRun(ctx, o, tm.scale, 0); err != nil {
 		return rep, err
@@ -137,8 +141,9 @@ func RunMix(ctx context.Context, o MixOptions) (MixReport, error) {
 	return rep, nil
 }
 
-// mixRouter answers "bench:<n>" at once and "slow:<n>" as long work.
-func mixRouter(work time.Duration) *bot.Router {
+// mixRouter answers "bench:<n>" at once and "slow:<n>" as long work (or,
+// inPlace, as an ordinary route that shows the loading animation itself).
+func mixRouter(work time.Duration, inPlace bool) *bot.Router {
 	r := bot.NewRouter()
 	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
 		_, n, ok := parseText(text)
@@ -147,16 +152,23 @@ func mixRouter(work time.Duration) *bot.Router {
 		}
 		return e.ReplyText(ctx, doneText(n))
 	})
+	var long []bot.RouteOption
+	if !inPlace {
+		long = append(long, bot.Long())
+	}
 	r.OnText(KindSlow+":", func(ctx context.Context, e *bot.Event, text string) error {
 		_, n, ok := parseText(text)
 		if !ok {
 			return nil
 		}
+		if inPlace {
+			_ = e.ShowLoading(ctx, 60)
+		}
 		if err := backoff.Sleep(ctx, work); err != nil {
 			return fmt.Errorf("event %d: long work: %w", n, err)
 		}
 		return e.ReplyText(ctx, doneText(n))
-	}, bot.Long())
+	}, long...)
 	return r
 }
 
@@ -166,7 +178,7 @@ func mixRun(ctx context.Context, o MixOptions, scale float64, slow int) (MixRun,
 	rt, err := local.Start(ctx, local.Config{
 		Template: o.Template, Params: o.Params, Addr: "127.0.0.1:0", TimeScale: scale,
 		Getenv: func(string) string { return "" }, Logs: o.Logs, BusLatency: o.BusLatency,
-		Bot: func(config.Worker) *bot.Router { return mixRouter(o.SlowWork) },
+		Bot: func(config.Worker) *bot.Router { return mixRouter(o.SlowWork, o.InPlace) },
 	})
 	if err != nil {
 		return MixRun{}, fmt.Errorf("linegate: %w", err)
@@ -204,12 +216,16 @@ func mixRun(ctx context.Context, o MixOptions, scale float64, slow int) (MixRun,
 		go func() { defer wg.Done(); deliver(quick+j, userID(quick+j), KindSlow+":"+fmt.Sprint(quick+j)) }()
 	}
 	wg.Wait()
-	if slow > 0 {
-		// Every long job handed off (its loading animation shown) and
-		// running: the quick messages come while they are in flight.
+	if slow > 0 && !o.InPlace {
+		// Every long job handed off (its loading animation shown): the
+		// quick messages come while they are in flight.
 		if !waitFor(ctx, 30*time.Second, func() bool { return len(rt.LINE().Loading()) >= slow }) {
 			return MixRun{}, fmt.Errorf("bench: the long jobs were not handed to the long-work queue within 30 s")
 		}
+	} else if slow > 0 {
+		// In place the jobs show the animation when they start, as workers
+		// free up: the quick messages come once the first have.
+		waitFor(ctx, 5*time.Second, func() bool { return len(rt.LINE().Loading()) > 0 })
 	}
 	for k := range o.QuickRounds {
 		if k > 0 {

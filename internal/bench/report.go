@@ -128,6 +128,9 @@ func (r MixReport) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "## linegate bench --mix\n\n")
 	fmt.Fprintf(&b, "%d quick messages (%d users × %d rounds, %s apart) answered at once; long work: %d users, one job each (bot.Long, %s of work); bus latency %s, time scale %.4g",
 		s.QuickUsers*s.QuickRounds, s.QuickUsers, s.QuickRounds, fmtMs(s.RoundGapMs), s.SlowUsers, fmtMs(s.SlowWorkMs), fmtMs(s.BusLatencyMs), s.TimeScale)
+	if s.InPlace {
+		b.WriteString(", the slow route NOT declared long (run in place, as before bot.Long)")
+	}
 	if len(s.Params) > 0 {
 		fmt.Fprintf(&b, ", template overrides %v", s.Params)
 	} else {
