@@ -1060,19 +1060,25 @@ func TestLongWorkWithoutLongQueueRunsInPlace(t *testing.T) {
 }
 
 // Long work past the loading animation's minute shows it again every
-// refresh, and stops once the handler has answered.
+// refresh, and stops once the handler has answered, though it still works.
 func TestLongWorkRefreshesLoading(t *testing.T) {
-	var ran atomic.Int32
-	release := make(chan struct{})
-	f := newFixture(t, longRouterFor(&ran, release), WithQueues(newFakeSQS(5)), WithLongQueue(longQueueURL),
-		WithLoadingRefresh(20*time.Millisecond))
+	answer, finish := make(chan struct{}), make(chan struct{})
+	answered := make(chan struct{})
+	r := bot.NewRouter()
+	r.OnText("draw", func(ctx context.Context, e *bot.Event, _ string) error {
+		<-answer
+		if err := e.ReplyText(ctx, "drawn"); err != nil {
+			return err
+		}
+		close(answered)
+		<-finish // more work after the answer
+		return nil
+	}, bot.Long())
+	f := newFixture(t, r, WithQueues(newFakeSQS(5)), WithLongQueue(longQueueURL), WithLoadingRefresh(20*time.Millisecond))
 	long := chatMessage("d1", "Ualice", 1, "draw")
 	long.EventSourceARN = longQueueARN
 	done := make(chan struct{})
-	go func() {
-		_, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{long}})
-		close(done)
-	}()
+	go func() { _, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{long}}); close(done) }()
 	deadline := time.After(5 * time.Second)
 	for len(f.line.Loading()) < 3 {
 		select {
@@ -1081,13 +1087,16 @@ func TestLongWorkRefreshesLoading(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	close(release)
-	<-done
+	close(answer)
+	<-answered
+	time.Sleep(30 * time.Millisecond) // a refresh already under way ends
 	n := len(f.line.Loading())
 	time.Sleep(100 * time.Millisecond)
 	if got := len(f.line.Loading()); got != n {
 		t.Fatalf("loading shown %d more times after the handler answered", got-n)
 	}
+	close(finish)
+	<-done
 	if len(f.line.Messages()) != 1 {
 		t.Fatalf("messages %v, want the answer", f.line.Messages())
 	}
