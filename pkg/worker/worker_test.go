@@ -1078,7 +1078,10 @@ func TestLongWorkRefreshesLoading(t *testing.T) {
 	long := chatMessage("d1", "Ualice", 1, "draw")
 	long.EventSourceARN = longQueueARN
 	done := make(chan struct{})
-	go func() { _, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{long}}); close(done) }()
+	go func() {
+		_, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{long}})
+		close(done)
+	}()
 	deadline := time.After(5 * time.Second)
 	for len(f.line.Loading()) < 3 {
 		select {
