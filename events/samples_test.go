@@ -260,9 +260,10 @@ func topology(t *testing.T) *template.Topology {
 // SQS ARN, allowing CloudFormation's random suffix
 // (linegate-InteractiveQueue-8XKQ2M1ZP0A4).
 func queueOf(top *template.Topology, arn string) string {
-	name := arn[strings.LastIndex(arn, ":")+1:]
+	// A deployed queue is named <stack>-<LogicalId>-<suffix>[.fifo].
+	name := strings.TrimSuffix(arn[strings.LastIndex(arn, ":")+1:], ".fifo")
 	for _, q := range top.Queues {
-		if name == q.Name || strings.HasPrefix(name, q.Name+"-") {
+		if qn := strings.TrimSuffix(q.Name, ".fifo"); name == qn || strings.HasPrefix(name, qn+"-") {
 			return q.LogicalID
 		}
 	}
@@ -327,6 +328,19 @@ func routes(t *testing.T, top *template.Topology, body string, fromTopic bool) [
 			// A deployed topic is named <stack>-<LogicalId>-<suffix>.
 			if strings.Contains(name, "-"+s.Topic+"-") {
 				routed = append(routed, s.Queue)
+			}
+		}
+		return routed
+	}
+	// An event with a chat goes from the webhook straight to its chat queue
+	// (docs/adr/0001); the bus's rules route the rest.
+	var d struct {
+		Detail struct{ Chat string } `json:"detail"`
+	}
+	if json.Unmarshal([]byte(body), &d) == nil && d.Detail.Chat != "" {
+		for _, f := range top.Functions {
+			if u := f.Env["CHAT_QUEUE_URL"]; u != "" {
+				routed = append(routed, queueOf(top, u[strings.LastIndex(u, "/")+1:]))
 			}
 		}
 		return routed

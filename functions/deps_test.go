@@ -13,15 +13,16 @@ const module = "github.com/linegate/linegate/"
 
 // Each function is listed with the packages its binary must never link. The
 // laptop world (internal/...) and the example bot's own framework pieces are
-// denied everywhere; the webhook, which LINE waits on, links no DynamoDB, SNS,
-// SQS or LINE Messaging API client and none of the worker's or notifier's
-// code.
+// denied everywhere; the webhook, which LINE waits on, links no DynamoDB, SNS
+// or LINE Messaging API client and none of the worker's or notifier's code.
+// The webhook and the worker link SQS (docs/adr/0001-per-chat-order.md): the
+// webhook sends chat events to the FIFO chat queue, the worker dead-letters,
+// delays and hands off records on its own queues.
 var denied = map[string][]string{
 	"webhook": {
 		module + "internal/",
 		"github.com/aws/aws-sdk-go-v2/service/dynamodb",
 		"github.com/aws/aws-sdk-go-v2/service/sns",
-		"github.com/aws/aws-sdk-go-v2/service/sqs",
 		"github.com/line/line-bot-sdk-go/",
 		module + "pkg/lineapi",
 		module + "pkg/worker",
@@ -46,6 +47,7 @@ var denied = map[string][]string{
 		"github.com/aws/aws-sdk-go-v2/service/eventbridge",
 		module + "pkg/ingress",
 		module + "pkg/eventbus",
+		module + "pkg/chatqueue",
 		module + "pkg/signature",
 		module + "pkg/alert",
 		module + "pkg/compose/webhookfn",
@@ -78,6 +80,7 @@ func pagerDenied() []string {
 		"github.com/aws/aws-sdk-go-v2/service/sns",
 		module + "pkg/ingress",
 		module + "pkg/eventbus",
+		module + "pkg/chatqueue",
 		module + "pkg/worker",
 		module + "pkg/bot",
 		module + "pkg/idempotency",
@@ -136,6 +139,11 @@ func TestDependencyListsAreReal(t *testing.T) {
 	}
 	if !contains(deps(t, "webhook"), "github.com/aws/aws-sdk-go-v2/service/eventbridge") {
 		t.Error("webhook's dependency list has no EventBridge client: the check above would pass vacuously")
+	}
+	for _, fn := range []string{"webhook", "worker"} {
+		if !contains(deps(t, fn), "github.com/aws/aws-sdk-go-v2/service/sqs") {
+			t.Errorf("%s links no SQS client: it cannot feed or settle the chat queue", fn)
+		}
 	}
 }
 

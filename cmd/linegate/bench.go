@@ -37,11 +37,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	drainTimeout := fs.Duration("drain-timeout", 0, "how long to wait for effects after the last delivery (default: derived)")
 	seed := fs.Uint64("seed", 1, "seed of the flaky/poison choice and of injected faults")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of markdown")
+	mix := fs.Bool("mix", false, "linegate only: quick messages from --quick-users users next to long work (bot.Long) from --slow-users others, against the same quick traffic alone")
+	slowUsers := fs.Int("slow-users", bench.DefaultMixSlowUsers, "mix: users who each start one long job (--work long, default 5s)")
+	quickUsers := fs.Int("quick-users", bench.DefaultMixQuickUsers, "mix: other users who send quick messages")
+	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
+	inPlace := fs.Bool("in-place", false, "mix: run the slow handlers as ordinary routes (no bot.Long), the design before long work, for comparison")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+	}
+	if *mix {
+		return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds, InPlace: *inPlace,
+			SlowWork: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"), TimeScale: *scale, Template: *tmpl}, *asJSON, stdout)
 	}
 	o := bench.Options{
 		Events: *events, Concurrency: *conc, Work: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"),
@@ -85,4 +94,27 @@ func orNone(d time.Duration, fs *flag.FlagSet, name string) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// runMix is `linegate bench --mix`: quick replies with and without long work
+// in flight. It exits non-zero when an event was not answered exactly once.
+func runMix(ctx context.Context, o bench.MixOptions, asJSON bool, stdout io.Writer) error {
+	if o.SlowWork < 0 {
+		o.SlowWork = 1 // --work 0s: long jobs that return at once
+	}
+	rep, err := bench.RunMix(ctx, o)
+	if errors.Is(err, bench.ErrOptions) {
+		return usageError{err.Error()}
+	}
+	if err != nil && !errors.Is(err, bench.ErrInvariant) {
+		return err
+	}
+	write := rep.WriteMarkdown
+	if asJSON {
+		write = rep.WriteJSON
+	}
+	if werr := write(stdout); werr != nil {
+		return werr
+	}
+	return err
 }

@@ -1,5 +1,6 @@
 // Command webhook is the API Gateway Lambda that verifies LINE's signature,
-// hands every event to EventBridge and answers in milliseconds. The logic
+// hands every event to EventBridge and every chat event to the FIFO chat
+// queue, and answers in milliseconds. The logic
 // lives in pkg/ingress, the wiring in pkg/compose/webhookfn.
 package main
 
@@ -7,6 +8,7 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
@@ -15,7 +17,7 @@ import (
 
 func main() {
 	compose.Main("webhook", config.LoadWebhook, func(ctx context.Context, cfg config.Webhook, env compose.Env) (any, error) {
-		h, err := webhookfn.New(ctx, cfg, eventbridge.NewFromConfig(env.AWS), env.Common)
+		h, err := webhookfn.New(ctx, cfg, eventbridge.NewFromConfig(env.AWS), sqs.NewFromConfig(env.AWS), env.Common)
 		if err != nil {
 			return nil, err
 		}

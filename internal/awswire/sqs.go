@@ -23,6 +23,7 @@ type SQS interface {
 	PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, optFns ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error)
 	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
 	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
 func (s *Server) addSQS() {
@@ -42,6 +43,7 @@ func (s *Server) addSQS() {
 		"PurgeQueue":                   sdkCall(q.PurgeQueue),
 		"StartMessageMoveTask":         sdkCall(q.StartMessageMoveTask),
 		"ListMessageMoveTasks":         sdkCall(q.ListMessageMoveTasks),
+		"ListDeadLetterSourceQueues":   sdkCall(q.ListDeadLetterSourceQueues),
 	}
 	for name, call := range ops {
 		s.json["AmazonSQS."+name] = jsonOp{service: "SQS", namespace: "com.amazonaws.sqs", query: true, version: "1.0", call: call}

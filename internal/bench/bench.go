@@ -42,6 +42,14 @@ const (
 	DefaultRedeliveryInterval = time.Second
 	DefaultRecordConcurrency  = 10
 	DefaultTemplate           = "template.yaml"
+
+	// The mix (RunMix): N users' long jobs next to M other users' quick
+	// messages.
+	DefaultMixSlowUsers   = 40
+	DefaultMixQuickUsers  = 20
+	DefaultMixQuickRounds = 5
+	DefaultMixSlowWork    = 5 * time.Second
+	DefaultMixRoundGap    = 200 * time.Millisecond
 )
 
 // Default chaos rates (fractions of events or calls).
@@ -129,12 +137,7 @@ func (o Options) Normalize() (Options, error) {
 	case o.Work < 0:
 		o.Work = 0
 	}
-	switch {
-	case o.BusLatency == 0:
-		o.BusLatency = DefaultBusLatency
-	case o.BusLatency < 0:
-		o.BusLatency = 0
-	}
+	o.BusLatency = busLatency(o.BusLatency)
 	if o.TimeScale == 0 {
 		o.TimeScale = DefaultTimeScale
 	}
@@ -349,3 +352,15 @@ func settings(o Options) Settings {
 }
 
 func joinSemi(s []string) string { return strings.Join(s, "; ") }
+
+// busLatency applies the option's convention: 0 takes DefaultBusLatency,
+// negative means none.
+func busLatency(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultBusLatency
+	case d < 0:
+		return 0
+	}
+	return d
+}

@@ -45,7 +45,7 @@ func parseText(text string) (kind string, n int, ok bool) {
 		return "", 0, false
 	}
 	switch kind {
-	case KindNormal, KindFlaky, KindPoison:
+	case KindNormal, KindFlaky, KindPoison, KindSlow:
 	default:
 		return "", 0, false
 	}

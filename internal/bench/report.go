@@ -8,11 +8,22 @@ import (
 )
 
 // WriteJSON writes the report as indented JSON.
-func (r Report) WriteJSON(w io.Writer) error {
+func (r Report) WriteJSON(w io.Writer) error { return writeJSON(w, r, "report") }
+
+// writeJSON writes v as indented JSON; what names it in the error.
+func writeJSON(w io.Writer, v any, what string) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("bench: write JSON report: %w", err)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("bench: write JSON %s: %w", what, err)
+	}
+	return nil
+}
+
+// writeText writes the markdown built in b; what names it in the error.
+func writeText(w io.Writer, b *strings.Builder, what string) error {
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("bench: write markdown %s: %w", what, err)
 	}
 	return nil
 }
@@ -82,10 +93,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\nAll invariants hold.\n")
 	}
 	fmt.Fprintf(&b, "\nRun took %.1f s.\n", r.Elapsed)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("bench: write markdown report: %w", err)
-	}
-	return nil
+	return writeText(w, &b, "report")
 }
 
 func fmtMs(v float64) string {
@@ -107,4 +115,47 @@ func fmtX(v float64) string {
 		return fmt.Sprintf("%.2f×", v)
 	}
 	return fmt.Sprintf("%.1f×", v)
+}
+
+// WriteJSON writes the mix report as indented JSON.
+func (r MixReport) WriteJSON(w io.Writer) error { return writeJSON(w, r, "mix report") }
+
+// WriteMarkdown writes the report as markdown: the settings, the two runs
+// side by side, and the p99 ratio the claim is about.
+func (r MixReport) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	s := r.Settings
+	fmt.Fprintf(&b, "## linegate bench --mix\n\n")
+	fmt.Fprintf(&b, "%d quick messages (%d users × %d rounds, %s apart) answered at once; long work: %d users, one job each (bot.Long, %s of work); bus latency %s, time scale %.4g",
+		s.QuickUsers*s.QuickRounds, s.QuickUsers, s.QuickRounds, fmtMs(s.RoundGapMs), s.SlowUsers, fmtMs(s.SlowWorkMs), fmtMs(s.BusLatencyMs), s.TimeScale)
+	if s.InPlace {
+		b.WriteString(", the slow route NOT declared long (run in place, as before bot.Long)")
+	}
+	if len(s.Params) > 0 {
+		fmt.Fprintf(&b, ", template overrides %v", s.Params)
+	} else {
+		b.WriteString(", template defaults")
+	}
+	b.WriteString(".\n\n")
+	b.WriteString("| run | quick p50 | quick p99 | quick max | long jobs answered | long e2e p50 | long e2e p99 | unanswered | duplicated |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, run := range []struct {
+		name string
+		m    MixRun
+	}{{"no long work", r.Idle}, {fmt.Sprintf("%d long jobs in flight", r.Loaded.SlowJobs), r.Loaded}} {
+		m := run.m
+		slowP50, slowP99 := "-", "-"
+		if m.SlowJobs > 0 {
+			slowP50, slowP99 = fmtMs(m.SlowP50Ms), fmtMs(m.SlowP99Ms)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d / %d | %s | %s | %d | %d |\n", run.name, fmtMs(m.QuickP50Ms), fmtMs(m.QuickP99Ms), fmtMs(m.QuickMaxMs),
+			m.SlowAnswered, m.SlowJobs, slowP50, slowP99, m.Unanswered, m.Duplicated)
+	}
+	verdict := "within"
+	if r.P99Ratio > 2 {
+		verdict = "OVER"
+	}
+	fmt.Fprintf(&b, "\nquick replies' p99 with long work in flight ÷ without: **%s** (%s the 2× bound).\n", fmtX(r.P99Ratio), verdict)
+	fmt.Fprintf(&b, "\nRun took %.1f s.\n", r.Elapsed)
+	return writeText(w, &b, "mix report")
 }

@@ -114,6 +114,7 @@ func OfflineEnv(function string) map[string]string {
 		"AWS_LAMBDA_FUNCTION_NAME":    LogicalID(function),
 		"AWS_LAMBDA_FUNCTION_TIMEOUT": "10",
 		"EVENT_BUS_NAME":              "linegate",
+		"CHAT_QUEUE_URL":              "https://sqs.us-east-1.amazonaws.com/123456789012/linegate-InteractiveQueue.fifo",
 		"IDEMPOTENCY_TABLE":           "linegate-idempotency",
 		"OPS_TOPIC_ARN":               "arn:aws:sns:us-east-1:123456789012:linegate-ops",
 	}

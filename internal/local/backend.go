@@ -269,6 +269,16 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 			"MessageRetentionPeriod": strconv.Itoa(int(q.MessageRetention / time.Second)),
 			"DelaySeconds":           strconv.Itoa(q.DelaySeconds),
 		}
+		if q.FIFO {
+			attrs["FifoQueue"] = "true"
+			attrs["ContentBasedDeduplication"] = strconv.FormatBool(q.ContentBasedDedup)
+			if q.DeduplicationScope != "" {
+				attrs["DeduplicationScope"] = q.DeduplicationScope
+			}
+			if q.FifoThroughputLimit != "" {
+				attrs["FifoThroughputLimit"] = q.FifoThroughputLimit
+			}
+		}
 		out, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q.Name), Attributes: attrs})
 		if err != nil {
 			return res, fmt.Errorf("create queue %s: %w", q.Name, err)
@@ -346,6 +356,9 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 			}
 			if tg.DLQLogicalID != "" {
 				t.DeadLetterConfig = &ebtypes.DeadLetterConfig{Arn: aws.String(arns[tg.DLQLogicalID])}
+			}
+			if tg.MessageGroupID != "" {
+				t.SqsParameters = &ebtypes.SqsParameters{MessageGroupId: aws.String(tg.MessageGroupID)}
 			}
 			t.RetryPolicy = &ebtypes.RetryPolicy{MaximumRetryAttempts: aws.Int32(int32(tg.MaxRetryAttempts)),
 				MaximumEventAgeInSeconds: aws.Int32(int32(tg.MaxEventAge / time.Second))}

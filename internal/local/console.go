@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/pkg/telemetry"
 	"github.com/linegate/linegate/pkg/worker"
 )
 
@@ -114,9 +116,18 @@ func (p *printer) webhook(status int, held []string, accepted int, reason string
 	}
 }
 
+// record prints one record's outcome, with its chat's lane (the hashed
+// message group: each chat is one lane, handled one event at a time) or
+// "long" for the long-work queue.
 func (p *printer) record(res worker.Result) {
 	why := ""
 	switch {
+	case res.Outcome == worker.OutcomeDeadLettered:
+		why = ": dead-lettered by the worker (" + res.DeadLetterReason + ")"
+	case res.Outcome == worker.OutcomeDeferred:
+		why = ": an earlier event of its chat failed; it follows that one"
+	case res.Outcome == worker.OutcomeForwarded:
+		why = ": long work, handed to the long-work queue"
 	case res.Outcome != worker.OutcomeFailed:
 	case res.Panicked:
 		why = ": handler panicked, crash report sent once per event (24 h)"
@@ -129,7 +140,18 @@ func (p *printer) record(res worker.Result) {
 	default:
 		why = ": handler returned an error"
 	}
-	p.eventLine(res.WebhookEventID, "worker    %-9s %s  %s (receive %d)%s", res.Type, res.WebhookEventID, res.Outcome, res.ReceiveCount, why)
+	if res.RetryIn > 0 {
+		why += fmt.Sprintf(", next receive in %s", res.RetryIn)
+	}
+	lane := "-"
+	switch {
+	case res.Long:
+		lane = "long"
+	case res.Group != "":
+		lane = telemetry.HashUserID(res.Group)
+	}
+	id := cmp.Or(res.WebhookEventID, res.MessageID)
+	p.eventLine(res.WebhookEventID, "worker    %-14s %-9s %s  %s (receive %d)%s", "lane "+lane, res.Type, id, res.Outcome, res.ReceiveCount, why)
 }
 
 func (p *printer) deadLettered(id, dlq string) {

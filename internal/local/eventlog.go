@@ -2,6 +2,7 @@ package local
 
 import (
 	"sync"
+	"time"
 
 	"github.com/linegate/linegate/internal/ring"
 	"github.com/linegate/linegate/pkg/worker"
@@ -52,6 +53,9 @@ type eventView struct {
 	// DeadLetterQueue names the DLQ it went to, while it is there.
 	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
 	Error           string `json:"error,omitempty"`
+	// ran is when each receive that ran it (not deferred behind its chat)
+	// ended: the spacing of a transient failure's retries.
+	ran []time.Time
 }
 
 // eventStore keeps the event log's entries. The in-memory ring is the only
@@ -107,6 +111,14 @@ type eventLog struct {
 	store eventStore
 }
 
+// attempts returns when each run of the event ended (tests).
+func (l *eventLog) attempts(id string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, _ := l.store.get(id)
+	return append([]time.Time(nil), v.ran...)
+}
+
 func newEventLog(size int) *eventLog { return &eventLog{store: newRingStore(size)} }
 
 // update applies f to id's entry (a new one when absent) and stores it.
@@ -143,6 +155,9 @@ func (l *eventLog) observe(res worker.Result) {
 	}
 	l.update(id, func(v *eventView) {
 		v.ReceiveCount++
+		if res.Outcome != worker.OutcomeDeferred {
+			v.ran = append(v.ran, time.Now())
+		}
 		if res.Type != "" {
 			v.Type = res.Type
 		}

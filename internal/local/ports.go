@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/pkg/backoff"
@@ -26,12 +27,14 @@ import (
 // SDK clients of an endpoint.
 type cloudPorts struct {
 	bus    webhookfn.EventPutter // the webhook
+	chat   webhookfn.QueueSender // the webhook's chat queue: queues, traced
 	ops    publisher             // the worker's crash reports, alarm notifications
 	queues interface {
-		sqsPoller       // event source mappings
-		awswire.SQS     // the AWS endpoint: `linegate redrive`, `resend-held`, functions under `sam local invoke`
-		queueMaker      // provisioning
-		workerfn.Queues // held results, resends, ChatOps redrive
+		webhookfn.QueueSender // the webhook's chat queue
+		sqsPoller             // event source mappings
+		awswire.SQS           // the AWS endpoint: `linegate redrive`, `resend-held`, functions under `sam local invoke`
+		queueMaker            // provisioning
+		workerfn.Queues       // dead letters, retry delays, long work, held results, resends, ChatOps redrive
 	}
 	rules  ruleMaker  // provisioning
 	topics topicMaker // provisioning
@@ -45,24 +48,50 @@ type cloudPorts struct {
 // traced here the way the SDK instrumentation traces real ones; the
 // endpoint backend's SDK clients are instrumented directly.
 
-// tracedBus records PutEvents and can add a simulated round trip.
-type tracedBus struct {
-	next    webhookfn.EventPutter
+// roundTrip is where a traced call goes and how long its simulated round
+// trip takes (0: none).
+type roundTrip struct {
 	region  string
 	latency time.Duration
 }
 
+// tracedBus records PutEvents and can add a simulated round trip.
+type tracedBus struct {
+	next webhookfn.EventPutter
+	roundTrip
+}
+
 func (b tracedBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	ctx, span := telemetry.StartAWSCall(ctx, "EventBridge", "PutEvents", b.region)
-	if b.latency > 0 {
-		if err := backoff.Sleep(ctx, b.latency); err != nil {
-			span.End(err)
-			return nil, err
-		}
+	return slowCall(ctx, "EventBridge", "PutEvents", b.roundTrip, func(ctx context.Context) (*eventbridge.PutEventsOutput, error) {
+		return b.next.PutEvents(ctx, in, opts...)
+	})
+}
+
+// slowCall traces call as the AWS operation service.op, after waiting
+// rt's latency: a simulated round trip.
+func slowCall[O any](ctx context.Context, service, op string, rt roundTrip, call func(ctx context.Context) (O, error)) (O, error) {
+	ctx, span := telemetry.StartAWSCall(ctx, service, op, rt.region)
+	if err := backoff.Sleep(ctx, rt.latency); rt.latency > 0 && err != nil {
+		span.End(err)
+		var zero O
+		return zero, err
 	}
-	out, err := b.next.PutEvents(ctx, in, opts...)
+	out, err := call(ctx)
 	span.End(err)
 	return out, err
+}
+
+// tracedChatQueue records the webhook's SendMessageBatch and can add a
+// simulated round trip, as tracedBus does for PutEvents.
+type tracedChatQueue struct {
+	next webhookfn.QueueSender
+	roundTrip
+}
+
+func (q tracedChatQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return slowCall(ctx, "SQS", "SendMessageBatch", q.roundTrip, func(ctx context.Context) (*sqs.SendMessageBatchOutput, error) {
+		return q.next.SendMessageBatch(ctx, in, opts...)
+	})
 }
 
 // tracedTopics records Publish.

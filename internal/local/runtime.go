@@ -8,6 +8,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,8 +75,9 @@ type Config struct {
 	Bot func(config.Worker) *bot.Router
 	// Options are added to every worker (benchmarks, chaos).
 	WorkerOptions []worker.Option
-	// BusLatency is added to every PutEvents, to be honest about the round
-	// trip to EventBridge (about 20 ms) when measuring acknowledgement.
+	// BusLatency is added to every PutEvents and every SendMessageBatch of
+	// the webhook, to be honest about the round trip to EventBridge and SQS
+	// (about 20 ms) when measuring acknowledgement and end-to-end latency.
 	BusLatency time.Duration
 	// Limits are the HTTP server's timeouts and body limits (zero fields:
 	// DefaultLimits).
@@ -269,6 +271,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		r.back = newMemBackend(r.top, r.cfg.TimeScale, r.log)
 	}
 	r.ports = r.back.ports()
+	r.ports.chat = r.ports.queues
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
 		r.mem = mb.c
@@ -276,10 +279,12 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		for _, t := range r.top.Tables {
 			r.tables.CreateTable(t.Name, orDefault(t.HashKey, "id"), "S")
 		}
-		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		rtt := roundTrip{region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.bus, r.ports.chat = tracedBus{r.ports.bus, rtt}, tracedChatQueue{r.ports.chat, rtt}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
 	} else if r.cfg.BusLatency > 0 {
-		r.ports.bus = tracedBus{next: r.ports.bus, region: r.top.Region, latency: r.cfg.BusLatency}
+		rtt := roundTrip{region: r.top.Region, latency: r.cfg.BusLatency}
+		r.ports.bus, r.ports.chat = tracedBus{r.ports.bus, rtt}, tracedChatQueue{r.ports.chat, rtt}
 	}
 	if err != nil {
 		return err
@@ -433,7 +438,7 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	h, err := webhookfn.New(ctx, cfg, r.ports.bus, c)
+	h, err := webhookfn.New(ctx, cfg, r.ports.bus, r.ports.chat, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
@@ -477,7 +482,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
 		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
 		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out}, Silencer: r.silencer,
-		Observer: func(res worker.Result) { r.events.observe(res); r.out.record(res) }, Options: r.cfg.WorkerOptions,
+		Observer: r.observeRecord, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
@@ -688,4 +693,20 @@ func (r *Runtime) sortedQueues() []template.Queue {
 	qs := append([]template.Queue(nil), r.top.Queues...)
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
 	return qs
+}
+
+// observeRecord books one worker receive in the event log and the console.
+// A record the worker dead-lettered itself (permanent, malformed, retries
+// exhausted) is marked with its queue's DLQ, so a redrive of that DLQ puts
+// the event back to queued, as one SQS dead-lettered does.
+func (r *Runtime) observeRecord(res worker.Result) {
+	r.events.observe(res)
+	if res.Outcome == worker.OutcomeDeadLettered {
+		if q, ok := r.queueByName(res.Queue); ok {
+			if dlq, ok := r.queue(q.RedriveTarget); ok {
+				r.events.deadLettered(cmp.Or(res.WebhookEventID, res.MessageID), dlq.Name)
+			}
+		}
+	}
+	r.out.record(res)
 }

@@ -113,7 +113,7 @@ func TestRemoteNeedsTheToken(t *testing.T) {
 	sqsWith := func(keyID string) error {
 		c := sqs.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(rt.URL()),
 			Credentials: credentials.NewStaticCredentialsProvider(keyID, "any", "")})
-		_, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("linegate-InteractiveDLQ")})
+		_, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("linegate-InteractiveDLQ.fifo")})
 		return err
 	}
 	if err := sqsWith("local"); err == nil || !strings.Contains(err.Error(), "401") {

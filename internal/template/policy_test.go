@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -355,13 +356,13 @@ func TestLeastPrivilegeDetects(t *testing.T) {
 		{"SAM template expanded with its parameter",
 			"        - EventBridgePutEventsPolicy:\n            EventBusName: !Ref EventBus\n",
 			"        - SQSSendMessagePolicy:\n            QueueName: !GetAtt InteractiveQueue.QueueName\n",
-			"WebhookFunction.Policies[0].SQSSendMessagePolicy[0]: sqs:SendMessage* on arn:aws:sqs:us-east-1:000000000000:linegate-InteractiveQueue"},
+			"WebhookFunction.Policies[0].SQSSendMessagePolicy[0]: sqs:SendMessage* on arn:aws:sqs:us-east-1:000000000000:linegate-InteractiveQueue.fifo"},
 		{"managed policy by name",
 			"        - Statement:\n            - Sid: ReadChannelAccessToken\n              Effect: Allow\n              Action:\n                - ssm:GetParameter\n                - ssm:GetParameters\n              Resource: !Sub \"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ChannelAccessTokenParameter}\"\n        # issue 14",
 			"        - AmazonSSMReadOnlyAccess\n        # issue 14",
-			`WorkerFunction.Policies[2]: managed policy "AmazonSSMReadOnlyAccess" cannot be inspected; use statements`},
+			`WorkerFunction.Policies[3]: managed policy "AmazonSSMReadOnlyAccess" cannot be inspected; use statements`},
 		{"service principal without condition",
-			"            Condition:\n              ArnEquals:\n                aws:SourceArn: !GetAtt InteractiveRule.Arn\n",
+			"            Condition:\n              ArnEquals:\n                aws:SourceArn: !GetAtt ReplayRule.Arn\n",
 			"",
 			"InteractiveQueuePolicy.PolicyDocument[0].Statement[0]: service principal events.amazonaws.com without aws:SourceArn/aws:SourceAccount condition"},
 		{"public principal",
@@ -383,5 +384,96 @@ func TestLeastPrivilegeDetects(t *testing.T) {
 				t.Errorf("violations = %q, want %q among them", got, tc.want)
 			}
 		})
+	}
+}
+
+// sqsGrants lists, per function, every SQS action its own policies grant
+// (not SAM's event-source role), as "action on resource".
+func sqsGrants(t *testing.T, data []byte) map[string][]string {
+	t.Helper()
+	e := evaluatorFor(t, data)
+	grants, _ := functionGrants(t, e, policyTemplates(t))
+	out := map[string][]string{}
+	for _, g := range grants {
+		fn, _, _ := strings.Cut(g.where, ".")
+		if strings.Contains(g.where, "(SAM ") {
+			continue
+		}
+		for _, a := range strs(g.doc["Action"]) {
+			if !strings.HasPrefix(a, "sqs:") {
+				continue
+			}
+			for _, r := range strs(g.doc["Resource"]) {
+				out[fn] = append(out[fn], a+" on "+r[strings.LastIndex(r, ":")+1:])
+			}
+		}
+	}
+	for fn := range out {
+		sort.Strings(out[fn])
+	}
+	return out
+}
+
+// The webhook and the worker reach SQS with exactly the grants their work
+// needs (docs/adr/0001, 0002): the webhook sends to the chat queue; the
+// worker reads the redrive policy of, and changes visibility on, its own
+// source queues, and sends to their dead-letter queues and the long-work
+// queue. Nothing else, and the notifier nothing at all.
+func TestSQSGrantsAreExact(t *testing.T) {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		// The quota governor reads, rewrites and counts held results.
+		"QuotaFunction": {
+			"sqs:DeleteMessage on linegate-HeldQueue", "sqs:GetQueueAttributes on linegate-HeldQueue",
+			"sqs:ReceiveMessage on linegate-HeldQueue", "sqs:SendMessage on linegate-HeldQueue",
+		},
+		"WebhookFunction": {"sqs:SendMessage on linegate-InteractiveQueue.fifo"},
+		"WorkerFunction": {
+			// Settling failures on the queues records come from, and long work.
+			"sqs:ChangeMessageVisibility on linegate-BackgroundQueue",
+			"sqs:ChangeMessageVisibility on linegate-InteractiveQueue.fifo",
+			"sqs:ChangeMessageVisibility on linegate-LongQueue",
+			"sqs:GetQueueAttributes on linegate-BackgroundQueue",
+			"sqs:GetQueueAttributes on linegate-InteractiveQueue.fifo",
+			"sqs:GetQueueAttributes on linegate-LongQueue",
+			"sqs:SendMessage on linegate-BackgroundDLQ",
+			"sqs:SendMessage on linegate-InteractiveDLQ.fifo",
+			"sqs:SendMessage on linegate-LongDLQ",
+			"sqs:SendMessage on linegate-LongQueue",
+			// Holding and resending results.
+			"sqs:ChangeMessageVisibility on linegate-HeldQueue",
+			"sqs:DeleteMessage on linegate-HeldQueue",
+			"sqs:GetQueueAttributes on linegate-HeldQueue",
+			"sqs:ReceiveMessage on linegate-HeldQueue",
+			"sqs:SendMessage on linegate-HeldQueue",
+			// ChatOps' Redrive: the DLQs it may empty and the queues they serve.
+			"sqs:DeleteMessage on linegate-BackgroundDLQ", "sqs:DeleteMessage on linegate-InteractiveDLQ.fifo", "sqs:DeleteMessage on linegate-LongDLQ",
+			"sqs:GetQueueAttributes on linegate-BackgroundDLQ", "sqs:GetQueueAttributes on linegate-InteractiveDLQ.fifo", "sqs:GetQueueAttributes on linegate-LongDLQ",
+			"sqs:GetQueueUrl on linegate-BackgroundDLQ", "sqs:GetQueueUrl on linegate-InteractiveDLQ.fifo", "sqs:GetQueueUrl on linegate-LongDLQ",
+			"sqs:ListDeadLetterSourceQueues on linegate-BackgroundDLQ", "sqs:ListDeadLetterSourceQueues on linegate-InteractiveDLQ.fifo", "sqs:ListDeadLetterSourceQueues on linegate-LongDLQ",
+			"sqs:ListMessageMoveTasks on linegate-BackgroundDLQ", "sqs:ListMessageMoveTasks on linegate-InteractiveDLQ.fifo", "sqs:ListMessageMoveTasks on linegate-LongDLQ",
+			"sqs:ReceiveMessage on linegate-BackgroundDLQ", "sqs:ReceiveMessage on linegate-InteractiveDLQ.fifo", "sqs:ReceiveMessage on linegate-LongDLQ",
+			"sqs:SendMessage on linegate-BackgroundQueue", "sqs:SendMessage on linegate-InteractiveQueue.fifo",
+			"sqs:StartMessageMoveTask on linegate-BackgroundDLQ", "sqs:StartMessageMoveTask on linegate-InteractiveDLQ.fifo", "sqs:StartMessageMoveTask on linegate-LongDLQ",
+		},
+	}
+	for _, g := range want {
+		slices.Sort(g)
+	}
+	got := sqsGrants(t, data)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("SQS grants\n got %v\nwant %v", got, want)
+	}
+	// The check sees a grant too many.
+	const last = "                - !GetAtt LongQueue.Arn\n        - Statement:\n"
+	if strings.Count(string(data), last) != 1 {
+		t.Fatalf("the template does not end the worker's SQS grants with %q", last)
+	}
+	more := strings.Replace(string(data), last, "                - !GetAtt LongQueue.Arn\n                - !GetAtt RuleTargetDLQ.Arn\n        - Statement:\n", 1)
+	if fmt.Sprint(sqsGrants(t, []byte(more))) == fmt.Sprint(want) {
+		t.Fatal("a send to the rule-target DLQ went unnoticed")
 	}
 }

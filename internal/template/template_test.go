@@ -74,8 +74,8 @@ func alarmID(a Alarm) string       { return a.LogicalID }
 func TestRealTemplateSemantics(t *testing.T) {
 	top := loadReal(t, nil)
 	worker := find(t, top.Functions, functionID, "WorkerFunction")
-	if len(worker.SQSEvents) != 2 {
-		t.Fatalf("worker SQS events = %+v, want 2", worker.SQSEvents)
+	if len(worker.SQSEvents) != 3 {
+		t.Fatalf("worker SQS events = %+v, want 3 (chat, long work, background)", worker.SQSEvents)
 	}
 	for _, m := range worker.SQSEvents {
 		if !m.ReportBatchItemFailures {
@@ -178,20 +178,68 @@ func TestRealTemplateSemantics(t *testing.T) {
 	if got := top.Outputs["WebhookUrl"]; got != "https://webhookapi.execute-api.us-east-1.amazonaws.com/prod/webhook" {
 		t.Errorf("WebhookUrl = %q", got)
 	}
-	// Interactive and background rules split the event types between them.
-	var interactive, background struct {
-		DetailType []any `json:"detail-type"`
+	// Chat events reach the FIFO chat queue from the webhook, not a rule: the
+	// background rule takes events without a chat, the replay rule replayed
+	// ones with a chat, into one message group.
+	chat := find(t, top.Queues, queueID, "InteractiveQueue")
+	if !chat.FIFO || !chat.ContentBasedDedup || chat.DeduplicationScope != "messageGroup" || chat.FifoThroughputLimit != "perMessageGroupId" {
+		t.Errorf("chat queue %+v: want FIFO in high-throughput mode, content-based deduplication for the replay rule", chat)
 	}
-	if err := json.Unmarshal(find(t, top.Rules, ruleID, "InteractiveRule").Pattern, &interactive); err != nil {
-		t.Fatal(err)
+	if dlq := find(t, top.Queues, queueID, chat.RedriveTarget); !dlq.FIFO {
+		t.Errorf("the chat queue's DLQ %s is not FIFO", dlq.LogicalID)
 	}
-	if err := json.Unmarshal(find(t, top.Rules, ruleID, "BackgroundRule").Pattern, &background); err != nil {
-		t.Fatal(err)
+	if got := webhook.Env["CHAT_QUEUE_URL"]; got != chat.URL {
+		t.Errorf("CHAT_QUEUE_URL = %q, want %q", got, chat.URL)
 	}
-	bg, _ := json.Marshal(background.DetailType)
-	in, _ := json.Marshal(interactive.DetailType)
-	if string(in) != `["message","postback"]` || string(bg) != `[{"anything-but":["message","postback"]}]` {
-		t.Errorf("detail-type patterns: interactive %s, background %s", in, bg)
+	long := find(t, top.Queues, queueID, "LongQueue")
+	if long.FIFO || worker.Env["LONG_QUEUE_URL"] != long.URL {
+		t.Errorf("long-work queue %+v, LONG_QUEUE_URL %q", long, worker.Env["LONG_QUEUE_URL"])
+	}
+	mappings := map[string]SQSMapping{}
+	for _, m := range worker.SQSEvents {
+		mappings[m.Queue] = m
+	}
+	if m := mappings["InteractiveQueue"]; m.BatchingWindow != 0 {
+		t.Errorf("the chat queue's mapping waits %v to fill a batch: quick replies come first", m.BatchingWindow)
+	}
+	if m := mappings["LongQueue"]; m.BatchSize != 1 || m.MaxConcurrency != 20 {
+		t.Errorf("long-work mapping %+v: want one job per invocation on its own capacity (LongWorkMaxConcurrency)", m)
+	}
+	for _, r := range top.Rules {
+		if r.LogicalID == "InteractiveRule" {
+			t.Error("the interactive rule is back: chat events would reach the chat queue twice, unordered")
+		}
+	}
+	patterns := map[string]string{
+		"BackgroundRule": `{"detail":{"chat":[{"exists":false}]},"source":["line.webhook"]}`,
+		"ReplayRule":     `{"detail":{"chat":[{"exists":true}]},"replay-name":[{"exists":true}],"source":["line.webhook"]}`,
+	}
+	for id, want := range patterns {
+		if got := string(find(t, top.Rules, ruleID, id).Pattern); got != want {
+			t.Errorf("%s pattern %s, want %s", id, got, want)
+		}
+	}
+	replay := find(t, top.Rules, ruleID, "ReplayRule")
+	if len(replay.Targets) != 1 || replay.Targets[0].QueueLogicalID != "InteractiveQueue" || replay.Targets[0].MessageGroupID != "replay" {
+		t.Errorf("replay targets %+v", replay.Targets)
+	}
+}
+
+// The loader refuses what AWS refuses around FIFO queues.
+func TestFIFORules(t *testing.T) {
+	tests := []struct{ name, old, new, want string }{
+		{"batching window on a FIFO mapping", "            MaximumBatchingWindowInSeconds: 0\n", "            MaximumBatchingWindowInSeconds: 1\n", "no batching window"},
+		{"standard DLQ of a FIFO queue", "      FifoQueue: true\n      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n", "      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n", "same type"},
+		{"FIFO target without a message group", "          SqsParameters:\n            MessageGroupId: replay\n", "", "MessageGroupId"},
+		{"FIFO target without content-based deduplication", "      ContentBasedDeduplication: true\n", "", "ContentBasedDeduplication"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(rewrite(t, tt.old, tt.new), required)
+			if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrSyntax mentioning %q", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -260,7 +308,7 @@ func TestEditsChangeTopology(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range []string{"InteractiveQueue", "BackgroundQueue"} {
+		for _, id := range []string{"InteractiveQueue", "LongQueue", "BackgroundQueue"} {
 			if got := find(t, top.Queues, queueID, id).MaxReceiveCount; got != 3 {
 				t.Errorf("%s MaxReceiveCount = %d, want 3", id, got)
 			}
@@ -271,7 +319,7 @@ func TestEditsChangeTopology(t *testing.T) {
 		if got := find(t, top.Queues, queueID, "InteractiveQueue").MaxReceiveCount; got != 7 {
 			t.Errorf("MaxReceiveCount = %d, want 7", got)
 		}
-		if r := find(t, top.Rules, ruleID, "InteractiveRule"); r.Bus != "other" || top.Buses[0].Name != "other" {
+		if r := find(t, top.Rules, ruleID, "ReplayRule"); r.Bus != "other" || top.Buses[0].Name != "other" {
 			t.Errorf("bus override not applied: rule bus %q, bus %q", r.Bus, top.Buses[0].Name)
 		}
 		if got := find(t, top.Functions, functionID, "NotifierFunction").Env["OPERATOR_LINE_IDS"]; !strings.HasPrefix(got, "U0123") || !strings.Contains(got, ",C0123") {
@@ -321,8 +369,8 @@ func TestOptions(t *testing.T) {
 		WithRegion("cn-north-1"), WithAccountID("123456789012"), WithStackName("demo"),
 		WithQueueURL(func(name string) string { return "http://localhost:4566/123456789012/" + name }))
 	q := find(t, top.Queues, queueID, "InteractiveQueue")
-	if q.Name != "demo-InteractiveQueue" || q.ARN != "arn:aws-cn:sqs:cn-north-1:123456789012:demo-InteractiveQueue" ||
-		q.URL != "http://localhost:4566/123456789012/demo-InteractiveQueue" {
+	if q.Name != "demo-InteractiveQueue.fifo" || q.ARN != "arn:aws-cn:sqs:cn-north-1:123456789012:demo-InteractiveQueue.fifo" ||
+		q.URL != "http://localhost:4566/123456789012/demo-InteractiveQueue.fifo" {
 		t.Errorf("queue = %+v", q)
 	}
 	if got := top.Outputs["WebhookUrl"]; got != "https://webhookapi.execute-api.cn-north-1.amazonaws.com.cn/prod/webhook" {
@@ -331,8 +379,8 @@ func TestOptions(t *testing.T) {
 	if got := top.Outputs["InteractiveQueueUrl"]; got != q.URL {
 		t.Errorf("queue Ref = %q, want %q", got, q.URL)
 	}
-	a := find(t, top.Alarms, alarmID, "InteractiveRuleFailedInvocationsAlarm")
-	if a.Name != "demo-interactive-rule-failed" || a.Dimensions["RuleName"] != find(t, top.Rules, ruleID, "InteractiveRule").Name {
+	a := find(t, top.Alarms, alarmID, "ReplayRuleFailedInvocationsAlarm")
+	if a.Name != "demo-replay-rule-failed" || a.Dimensions["RuleName"] != find(t, top.Rules, ruleID, "ReplayRule").Name {
 		t.Errorf("alarm = %+v", a)
 	}
 }

@@ -52,8 +52,15 @@ type Queue struct {
 	RedriveTarget   string
 	MaxReceiveCount int
 	// SSE is true with SQS managed encryption or a KMS key.
-	SSE  bool
-	FIFO bool
+	SSE bool
+	// FIFO is FifoQueue (the name then ends in ".fifo"). ContentBasedDedup,
+	// DeduplicationScope ("queue" or "messageGroup") and FifoThroughputLimit
+	// ("perQueue" or "perMessageGroupId") are its FIFO settings, "" and false
+	// when unset (SQS's defaults: queue and perQueue).
+	FIFO                bool
+	ContentBasedDedup   bool
+	DeduplicationScope  string
+	FifoThroughputLimit string
 }
 
 // Bus is an AWS::Events::EventBus.
@@ -92,6 +99,9 @@ type Target struct {
 	// DLQLogicalID is the queue that receives events the target could not
 	// take ("" for none).
 	DLQLogicalID string
+	// MessageGroupID is SqsParameters.MessageGroupId: the message group of
+	// every event sent to a FIFO queue target.
+	MessageGroupID string
 }
 
 // Function is an AWS::Serverless::Function with SAM's Globals applied.
@@ -480,7 +490,48 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 			return nil, *p.err
 		}
 	}
+	if err := checkFIFO(t); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// checkFIFO applies the rules AWS enforces between a FIFO queue and what
+// uses it: a FIFO queue's dead-letter queue is FIFO; Lambda takes at most
+// 10 messages and no batching window from one; an EventBridge target on one
+// names a message group, and the queue deduplicates by content.
+func checkFIFO(t *Topology) error {
+	queues := map[string]Queue{}
+	for _, q := range t.Queues {
+		queues[q.LogicalID] = q
+	}
+	for _, q := range t.Queues {
+		if dlq, ok := queues[q.RedriveTarget]; ok && dlq.FIFO != q.FIFO {
+			return fmt.Errorf("Resources.%s.Properties.RedrivePolicy: %w: the dead-letter queue %s must be of the same type (FIFO or standard)", q.LogicalID, ErrSyntax, dlq.LogicalID)
+		}
+	}
+	for _, f := range t.Functions {
+		for _, m := range f.SQSEvents {
+			if !queues[m.Queue].FIFO {
+				continue
+			}
+			if m.BatchingWindow > 0 || m.BatchSize > 10 {
+				return fmt.Errorf("Resources.%s.Properties.Events.%s: %w: Lambda takes at most 10 messages and no batching window from a FIFO queue", f.LogicalID, m.Name, ErrSyntax)
+			}
+		}
+	}
+	for _, r := range t.Rules {
+		for _, tg := range r.Targets {
+			q, ok := queues[tg.QueueLogicalID]
+			if !ok || !q.FIFO {
+				continue
+			}
+			if tg.MessageGroupID == "" || !q.ContentBasedDedup {
+				return fmt.Errorf("Resources.%s.Properties.Targets: %w: target %s is a FIFO queue: it needs SqsParameters.MessageGroupId, and the queue ContentBasedDeduplication", r.LogicalID, ErrSyntax, tg.ID)
+			}
+		}
+	}
+	return nil
 }
 
 func (e *evaluator) outputs(doc map[string]any, t *Topology) error {
@@ -519,15 +570,21 @@ func (e *evaluator) outputs(doc map[string]any, t *Topology) error {
 func (e *evaluator) queue(r *resource, name string, p reader, ix index) Queue {
 	arn, _ := queueARN(e, r, name)
 	q := Queue{
-		LogicalID:         r.id,
-		Name:              name,
-		URL:               e.queueURL(name),
-		ARN:               arn,
-		VisibilityTimeout: p.seconds("VisibilityTimeout", 30),
-		DelaySeconds:      p.int("DelaySeconds", 0),
-		MessageRetention:  p.seconds("MessageRetentionPeriod", 345600),
-		SSE:               p.bool("SqsManagedSseEnabled") || p.str("KmsMasterKeyId") != "",
-		FIFO:              p.bool("FifoQueue"),
+		LogicalID:           r.id,
+		Name:                name,
+		URL:                 e.queueURL(name),
+		ARN:                 arn,
+		VisibilityTimeout:   p.seconds("VisibilityTimeout", 30),
+		DelaySeconds:        p.int("DelaySeconds", 0),
+		MessageRetention:    p.seconds("MessageRetentionPeriod", 345600),
+		SSE:                 p.bool("SqsManagedSseEnabled") || p.str("KmsMasterKeyId") != "",
+		FIFO:                p.bool("FifoQueue"),
+		ContentBasedDedup:   p.bool("ContentBasedDeduplication"),
+		DeduplicationScope:  p.str("DeduplicationScope"),
+		FifoThroughputLimit: p.str("FifoThroughputLimit"),
+	}
+	if !q.FIFO && (q.ContentBasedDedup || q.DeduplicationScope != "" || q.FifoThroughputLimit != "") {
+		p.fail("FifoQueue", "ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit need FifoQueue: true")
 	}
 	if p.has("RedrivePolicy") {
 		rp := p.sub("RedrivePolicy")
@@ -576,6 +633,7 @@ func (e *evaluator) rule(r *resource, name string, p reader, ix index) (Rule, er
 		if tgt.QueueLogicalID == "" && tgt.TopicLogicalID == "" && tgt.FunctionLogicalID == "" {
 			tp.fail("Arn", "%q is not a queue, topic or function of this template", arn)
 		}
+		tgt.MessageGroupID = tp.sub("SqsParameters").str("MessageGroupId")
 		retry := tp.sub("RetryPolicy")
 		tgt.MaxRetryAttempts = retry.int("MaximumRetryAttempts", 185)
 		tgt.MaxEventAge = retry.seconds("MaximumEventAgeInSeconds", 86400)

@@ -5,6 +5,7 @@
 //   - any text: replied as it is (echo);
 //   - "probe:panic": the handler panics with PanicMessage;
 //   - "probe:fail": the handler fails with ErrFail, on every receive;
+//   - "probe:permanent": the handler fails with bot.Permanent(ErrPermanent);
 //   - "probe:slow DURATION" (a Go duration, default 1s): the loading
 //     animation, that long a wait, then SlowReply by reply or push;
 //   - "probe:push TEXT": TEXT pushed to the chat (a push, never a reply);
@@ -31,6 +32,9 @@ const (
 // ErrFail is what probe:fail fails with.
 var ErrFail = errors.New("testbot: probe:fail failed on purpose")
 
+// ErrPermanent is what probe:permanent fails with, wrapped in bot.Permanent.
+var ErrPermanent = errors.New("testbot: probe:permanent can never succeed")
+
 // New returns the testbot's router.
 func New() *bot.Router {
 	r := bot.NewRouter()
@@ -39,6 +43,7 @@ func New() *bot.Router {
 	})
 	r.OnText("probe:panic", func(context.Context, *bot.Event, string) error { panic(PanicMessage) })
 	r.OnText("probe:fail", func(context.Context, *bot.Event, string) error { return ErrFail })
+	r.OnText("probe:permanent", func(context.Context, *bot.Event, string) error { return bot.Permanent(ErrPermanent) })
 	r.OnText("probe:slow", func(ctx context.Context, e *bot.Event, text string) error {
 		d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(text, "probe:slow")))
 		if err != nil {

@@ -228,7 +228,7 @@ func dlqHolds(t *testing.T, rt *local.Runtime) int {
 		t.Fatal(err)
 	}
 	for _, q := range qs {
-		if q.Name == "linegate-InteractiveDLQ" {
+		if q.Name == "linegate-InteractiveDLQ.fifo" {
 			return q.Visible
 		}
 	}

@@ -4,15 +4,19 @@
 //
 // What this bot does:
 //   - any text: echoes it;
-//   - "slow …": shows the loading animation, works for SlowWork (5 s), then
-//     answers — by reply if the token is still fresh, by push otherwise;
+//   - "slow …": long work (bot.Long): it runs on the long-work queue's own
+//     capacity behind the loading animation, works for SlowWork (5 s), then
+//     answers — by reply if the token is still fresh, by push otherwise —
+//     while the chat's next messages and other users' are answered at once;
 //   - "order": a two-question order (drink, then size) with quick-reply
 //     buttons, its state in the chat's session (Event.Session) and the
 //     order placed once per event (bot.Once);
 //   - follow: a greeting;
 //   - other postbacks: says which choice was made;
 //   - with probes enabled: "probe:panic" panics (the operator gets a crash
-//     card), "probe:fail" fails every time (retries, DLQ, alarm), and
+//     card), "probe:fail" fails every time (retries with growing delays,
+//     then the DLQ and its alarm), "probe:permanent" fails with
+//     bot.Permanent (the DLQ on its first receive, and the alarm), and
 //     "probe:push TEXT" pushes TEXT instead of replying (it counts against
 //     the month's quota; with the quota spent the push is held).
 package app
@@ -39,6 +43,10 @@ type Config struct {
 // ErrProbe is what probe:fail fails with.
 var ErrProbe = errors.New("probe:fail: this handler always fails (PROBES_ENABLED=true)")
 
+// ErrProbePermanent is what probe:permanent fails with, wrapped in
+// bot.Permanent.
+var ErrProbePermanent = errors.New("probe:permanent: this handler fails for good (PROBES_ENABLED=true)")
+
 // New returns the example bot's router.
 func New(cfg Config) *bot.Router {
 	if cfg.SlowWork == 0 {
@@ -49,9 +57,8 @@ func New(cfg Config) *bot.Router {
 		return e.ReplyText(ctx, text)
 	})
 	r.OnText("slow", func(ctx context.Context, e *bot.Event, text string) error {
-		if err := e.ShowLoading(ctx, loadingFor(cfg.SlowWork)); err != nil {
-			return err
-		}
+		// The worker already shows the loading animation for long work, and
+		// refreshes it past a minute.
 		select {
 		case <-time.After(cfg.SlowWork):
 		case <-ctx.Done():
@@ -62,7 +69,7 @@ func New(cfg Config) *bot.Router {
 			what = "the job"
 		}
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
-	})
+	}, bot.Long())
 	r.OnText("order", startOrder)
 	r.OnPostback(func(ctx context.Context, e *bot.Event, data string) error {
 		if strings.HasPrefix(data, orderPrefix) {
@@ -87,13 +94,9 @@ func New(cfg Config) *bot.Router {
 			}
 			return e.PushText(ctx, e.Source.ChatID(), what)
 		})
+		r.OnText("probe:permanent", func(context.Context, *bot.Event, string) error {
+			return bot.Permanent(ErrProbePermanent)
+		})
 	}
 	return r
-}
-
-// loadingFor rounds the work time up to LINE's loading-animation steps
-// (5-second steps, 5 to 60).
-func loadingFor(d time.Duration) int {
-	s := int((d + 4999*time.Millisecond) / (5 * time.Second) * 5)
-	return min(max(s, 5), 60)
 }

@@ -58,14 +58,18 @@ func TestExampleBot(t *testing.T) {
 		wantLoading bool
 		wantErr     error
 		wantPanic   bool
+		wantLong    bool
+		wantFinal   bool
 	}{
 		{name: "echo", raw: text("hello"), wantText: "hello"},
-		{name: "slow", raw: text("slow report"), wantText: "Done with report", wantLoading: true},
+		{name: "slow is long work", raw: text("slow report"), wantText: "Done with report", wantLong: true},
 		{name: "follow", raw: `{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"replyToken":"rt"}`, wantText: "Thanks for adding me"},
 		{name: "postback", raw: `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"replyToken":"rt","postback":{"data":"action=buy"}}`, wantText: "You chose: action=buy"},
 		{name: "probes off: echoed", raw: text("probe:fail"), wantText: "probe:fail"},
 		{name: "probe fail", probes: true, raw: text("probe:fail"), wantErr: ErrProbe},
 		{name: "probe panic", probes: true, raw: text("probe:panic"), wantPanic: true},
+		{name: "probe permanent", probes: true, raw: text("probe:permanent"), wantErr: ErrProbePermanent, wantFinal: true},
+		{name: "probe fail is not permanent", probes: true, raw: text("probe:fail"), wantErr: ErrProbe},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,9 +80,16 @@ func TestExampleBot(t *testing.T) {
 					t.Fatalf("panic = %v, want panic %v", p, tt.wantPanic)
 				}
 			}()
-			err := r.Dispatch(context.Background(), event(t, tt.raw, rec))
+			ev := event(t, tt.raw, rec)
+			if got := r.Long(ev); got != tt.wantLong {
+				t.Fatalf("Long = %v, want %v", got, tt.wantLong)
+			}
+			err := r.Dispatch(context.Background(), ev)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
+			}
+			if bot.IsPermanent(err) != tt.wantFinal {
+				t.Fatalf("IsPermanent(%v) = %v, want %v", err, bot.IsPermanent(err), tt.wantFinal)
 			}
 			if tt.wantText != "" && (len(rec.texts) != 1 || !strings.HasPrefix(rec.texts[0], tt.wantText)) {
 				t.Fatalf("texts %q, want one starting %q", rec.texts, tt.wantText)
@@ -97,14 +108,6 @@ func TestSlowHonoursDeadline(t *testing.T) {
 	err := r.Dispatch(ctx, event(t, text("slow"), &recorder{}))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
-	}
-}
-
-func TestLoadingFor(t *testing.T) {
-	for d, want := range map[time.Duration]int{time.Second: 5, 5 * time.Second: 5, 6 * time.Second: 10, 2 * time.Minute: 60} {
-		if got := loadingFor(d); got != want {
-			t.Fatalf("loadingFor(%v) = %d, want %d", d, got, want)
-		}
 	}
 }
 

@@ -276,6 +276,11 @@ func (e *Event) ShowLoading(ctx context.Context, seconds int) error {
 	return nil
 }
 
+// Answered reports whether a Reply or Push of this event has been sent (or
+// tried): the worker stops refreshing the loading animation of long work
+// then, since LINE hides it when a message arrives.
+func (e *Event) Answered() bool { return e.sends.Load() > 0 }
+
 func (e *Event) canSend() error {
 	if e.Standby() {
 		return ErrStandby

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// textEvent is a text message from user U1 with webhookEventId 01TEXT.
-const textEvent = `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01TEXT","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`
+// textEventJSON is a text message from user U1 with webhookEventId 01TEXT.
+const textEventJSON = `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01TEXT","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`
 
 // fakeSteps is an in-memory Steps whose store can be made to fail.
 type fakeSteps struct {
@@ -63,14 +63,14 @@ func TestOnceRunsAStepOnceAndReplaysItsResult(t *testing.T) {
 		charges++
 		return receipt{ID: fmt.Sprint("r-", charges), Amount: 500}, nil
 	}
-	ev := mustParse(t, textEvent, nil)
+	ev := mustParse(t, textEventJSON, nil)
 	ev.BindSteps(steps)
 	first, err := Once(context.Background(), ev, "charge", charge)
 	if err != nil || first != (receipt{ID: "r-1", Amount: 500}) {
 		t.Fatalf("first Once = %+v, %v", first, err)
 	}
 	// The retry of the event: a new Event, the same store.
-	retry := mustParse(t, textEvent, nil)
+	retry := mustParse(t, textEventJSON, nil)
 	retry.BindSteps(steps)
 	again, err := Once(context.Background(), retry, "charge", charge)
 	if err != nil || again != first || charges != 1 {
@@ -99,7 +99,7 @@ func TestOnceFailuresReleaseTheStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			steps := newFakeSteps()
-			ev := mustParse(t, textEvent, nil)
+			ev := mustParse(t, textEventJSON, nil)
 			ev.BindSteps(steps)
 			func() {
 				defer func() {
@@ -132,7 +132,7 @@ func TestOnceStoreFailures(t *testing.T) {
 	t.Run("claim fails: the step does not run", func(t *testing.T) {
 		steps := newFakeSteps()
 		steps.beginErr = unreachable
-		ev := mustParse(t, textEvent, nil)
+		ev := mustParse(t, textEventJSON, nil)
 		ev.BindSteps(steps)
 		ran = false
 		if _, err := Once(context.Background(), ev, "charge", fn); !errors.Is(err, unreachable) || ran {
@@ -142,7 +142,7 @@ func TestOnceStoreFailures(t *testing.T) {
 	t.Run("held by another attempt", func(t *testing.T) {
 		steps := newFakeSteps()
 		steps.held["charge"] = true
-		ev := mustParse(t, textEvent, nil)
+		ev := mustParse(t, textEventJSON, nil)
 		ev.BindSteps(steps)
 		ran = false
 		if _, err := Once(context.Background(), ev, "charge", fn); !errors.Is(err, ErrStepInProgress) || ran {
@@ -152,7 +152,7 @@ func TestOnceStoreFailures(t *testing.T) {
 	t.Run("save fails: the result is returned, the claim kept", func(t *testing.T) {
 		steps := newFakeSteps()
 		steps.finishErr = true
-		ev := mustParse(t, textEvent, nil)
+		ev := mustParse(t, textEventJSON, nil)
 		ev.BindSteps(steps)
 		got, err := Once(context.Background(), ev, "charge", fn)
 		if err != nil || got.ID != "r" {
@@ -163,7 +163,7 @@ func TestOnceStoreFailures(t *testing.T) {
 		}
 	})
 	t.Run("no store bound", func(t *testing.T) {
-		ev := mustParse(t, textEvent, nil)
+		ev := mustParse(t, textEventJSON, nil)
 		if _, err := Once(context.Background(), ev, "charge", fn); !errors.Is(err, ErrNoSteps) {
 			t.Fatalf("Once = %v; want ErrNoSteps", err)
 		}
@@ -172,7 +172,7 @@ func TestOnceStoreFailures(t *testing.T) {
 
 func TestOnceRefusesResultsThatCannotBeStored(t *testing.T) {
 	steps := newFakeSteps()
-	ev := mustParse(t, textEvent, nil)
+	ev := mustParse(t, textEventJSON, nil)
 	ev.BindSteps(steps)
 	ran := false
 	_, err := Once(context.Background(), ev, "c", func(context.Context) (chan int, error) { ran = true; return nil, nil })
@@ -228,7 +228,7 @@ type order struct {
 
 func sessionEvent(t *testing.T, id string, s SessionStore) *Event {
 	t.Helper()
-	ev := mustParse(t, strings.Replace(textEvent, `"webhookEventId":"01TEXT"`, `"webhookEventId":"`+id+`"`, 1), nil)
+	ev := mustParse(t, strings.Replace(textEventJSON, `"webhookEventId":"01TEXT"`, `"webhookEventId":"`+id+`"`, 1), nil)
 	ev.BindSessions(s)
 	return ev
 }
@@ -334,7 +334,7 @@ func TestSessionFailures(t *testing.T) {
 	})
 	t.Run("no store, no chat, bad state", func(t *testing.T) {
 		var o order
-		ev := mustParse(t, textEvent, nil)
+		ev := mustParse(t, textEventJSON, nil)
 		if _, err := ev.Session(ctx, &o); !errors.Is(err, ErrNoSessions) {
 			t.Fatalf("Session = %v; want ErrNoSessions", err)
 		}

@@ -33,6 +33,8 @@ type Webhook struct {
 	Secret          Secret        // LINE_CHANNEL_SECRET_PARAM / LINE_CHANNEL_SECRET
 	PreviousSecret  Secret        // LINE_CHANNEL_SECRET_PREVIOUS_PARAM / LINE_CHANNEL_SECRET_PREVIOUS
 	BusName         string        // EVENT_BUS_NAME
+	ChatQueueURL    string        // CHAT_QUEUE_URL: the FIFO queue every event with a chat goes to
+	Region          string        // AWS_REGION (set by Lambda), named in the chat queue's envelopes
 	Source          string        // EVENT_SOURCE, default line.webhook
 	BotUserID       string        // BOT_USER_ID, optional destination check
 	MaxBodyBytes    int64         // MAX_BODY_BYTES, default 1 MiB
@@ -47,6 +49,8 @@ func LoadWebhook(env Getenv) (Webhook, error) {
 		Secret:          r.secret("LINE_CHANNEL_SECRET"),
 		PreviousSecret:  r.secret("LINE_CHANNEL_SECRET_PREVIOUS"),
 		BusName:         r.required("EVENT_BUS_NAME", "the EventBridge bus the webhook publishes to"),
+		ChatQueueURL:    r.required("CHAT_QUEUE_URL", "the URL of the FIFO queue (InteractiveQueue) every event with a chat is sent to, in order"),
+		Region:          r.str("AWS_REGION", ""),
 		Source:          r.str("EVENT_SOURCE", "line.webhook"),
 		BotUserID:       r.str("BOT_USER_ID", ""),
 		MaxBodyBytes:    r.int("MAX_BODY_BYTES", 1<<20, 1, 10<<20),
@@ -151,6 +155,7 @@ type Worker struct {
 	ChatOps          ChatOps       // operator actions from alert cards
 	IdempotencyTable string        // IDEMPOTENCY_TABLE
 	OpsTopicARN      string        // OPS_TOPIC_ARN (crash reports); optional
+	LongQueueURL     string        // LONG_QUEUE_URL: where bot.Long routes are handed; optional (they run in place without it)
 	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
 	Concurrency      int           // WORKER_CONCURRENCY, default 4 records at once per batch
 	KeepCompleted    time.Duration // IDEMPOTENCY_KEEP_HOURS, default 48, at least 24: how long a handled event is still skipped as a duplicate
@@ -168,6 +173,7 @@ func LoadWorker(env Getenv) (Worker, error) {
 		ChatOps:          r.chatOps(),
 		IdempotencyTable: r.required("IDEMPOTENCY_TABLE", "the DynamoDB table that makes effects happen once"),
 		OpsTopicARN:      r.str("OPS_TOPIC_ARN", ""),
+		LongQueueURL:     r.str("LONG_QUEUE_URL", ""),
 		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
 		Concurrency:      int(r.int("WORKER_CONCURRENCY", 4, 1, 10)),
 		KeepCompleted:    time.Duration(r.int("IDEMPOTENCY_KEEP_HOURS", 48, 24, 24*366)) * time.Hour,

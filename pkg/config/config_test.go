@@ -17,27 +17,27 @@ func TestLoadWebhook(t *testing.T) {
 	}{
 		{
 			name: "ssm in lambda",
-			env:  map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET_PARAM": "/linegate/secret", "EVENT_BUS_NAME": "b"},
+			env:  map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET_PARAM": "/linegate/secret", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "AWS_REGION": "ap-northeast-1"},
 			check: func(t *testing.T, c Webhook) {
-				if c.Secret.Param != "/linegate/secret" || c.Source != "line.webhook" || c.MaxBodyBytes != 1<<20 || c.PublishDeadline != 800*time.Millisecond {
+				if c.Secret.Param != "/linegate/secret" || c.ChatQueueURL != "q" || c.Region != "ap-northeast-1" || c.Source != "line.webhook" || c.MaxBodyBytes != 1<<20 || c.PublishDeadline != 800*time.Millisecond {
 					t.Fatalf("%+v", c)
 				}
 			},
 		},
 		{
 			name: "plain secret locally",
-			env:  map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "PUBLISH_DEADLINE_MS": "500", "MAX_BODY_BYTES": "2048"},
+			env:  map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "PUBLISH_DEADLINE_MS": "500", "MAX_BODY_BYTES": "2048"},
 			check: func(t *testing.T, c Webhook) {
 				if c.Secret.Value != "s" || c.PublishDeadline != 500*time.Millisecond || c.MaxBodyBytes != 2048 {
 					t.Fatalf("%+v", c)
 				}
 			},
 		},
-		{name: "plain secret under sam local", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "AWS_SAM_LOCAL": "true", "LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b"}},
-		{name: "plain secret in lambda refused", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b"}, wantErr: []string{"plain value inside Lambda"}},
-		{name: "everything missing, every problem listed", env: map[string]string{}, wantErr: []string{"EVENT_BUS_NAME is not set", "LINE_CHANNEL_SECRET_PARAM is not set"}},
-		{name: "bad numbers", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "PUBLISH_DEADLINE_MS": "soon", "MAX_BODY_BYTES": "0"}, wantErr: []string{"PUBLISH_DEADLINE_MS must be", "MAX_BODY_BYTES must be"}},
-		{name: "bad bot id", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "BOT_USER_ID": "bot"}, wantErr: []string{"BOT_USER_ID"}},
+		{name: "plain secret under sam local", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "AWS_SAM_LOCAL": "true", "LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q"}},
+		{name: "plain secret in lambda refused", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q"}, wantErr: []string{"plain value inside Lambda"}},
+		{name: "everything missing, every problem listed", env: map[string]string{}, wantErr: []string{"EVENT_BUS_NAME is not set", "CHAT_QUEUE_URL is not set", "LINE_CHANNEL_SECRET_PARAM is not set"}},
+		{name: "bad numbers", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "PUBLISH_DEADLINE_MS": "soon", "MAX_BODY_BYTES": "0"}, wantErr: []string{"PUBLISH_DEADLINE_MS must be", "MAX_BODY_BYTES must be"}},
+		{name: "bad bot id", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "BOT_USER_ID": "bot"}, wantErr: []string{"BOT_USER_ID"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,12 @@
 package envelope
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecode(t *testing.T) {
@@ -58,4 +62,109 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted an envelope without an event object: %q", body)
 		}
 	})
+}
+
+// The body the webhook writes for the chat queue decodes, with Decode, to
+// exactly the detail and event bytes it was built from.
+func TestEncodeRoundTrip(t *testing.T) {
+	received := time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.FixedZone("JST", 9*3600))
+	tests := []struct {
+		name, destination, chat, event string
+		head                           Head
+	}{
+		{"user chat", "Ubot", "U4af4980629", `{"type":"message","webhookEventId":"01A","source":{"type":"user","userId":"U4af4980629"}}`,
+			Head{ID: "01A", DetailType: "message", Source: "line.webhook", Region: "ap-northeast-1", Time: received}},
+		{"no chat", "Ubot", "", `{"type":"activated","webhookEventId":"01B"}`,
+			Head{ID: "01B", DetailType: "activated", Source: "line.webhook", Time: received}},
+		{"strings needing escapes", "U\"\\\x01", "C\u00e9\u3042", `{"type":"m\u00e9ssage","x":"\\\"","y":[1,{"z":null}]}`,
+			Head{ID: "id\"\n", DetailType: "t\\", Source: "s\x7f", Account: "123456789012", Time: received}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			detail := AppendDetail(nil, tt.destination, tt.chat, received, []byte(tt.event))
+			if !json.Valid(detail) {
+				t.Fatalf("detail is not JSON: %s", detail)
+			}
+			body := Encode(tt.head, detail)
+			ev, d, err := Decode(body)
+			if err != nil {
+				t.Fatalf("Decode(Encode) = %v\n%s", err, body)
+			}
+			if string(ev.Detail) != string(detail) || string(d.Event) != tt.event {
+				t.Fatalf("detail or event bytes changed:\n%s\n%s", ev.Detail, d.Event)
+			}
+			if d.Destination != tt.destination || d.Chat != tt.chat || !d.ReceivedAt.Equal(received) {
+				t.Fatalf("decoded %+v", d)
+			}
+			if ev.ID != tt.head.ID || ev.DetailType != tt.head.DetailType || ev.Source != tt.head.Source ||
+				ev.Account != tt.head.Account || ev.Region != tt.head.Region || !ev.Time.Equal(received.Truncate(time.Second)) || ev.Version != "0" {
+				t.Fatalf("event head %+v, want %+v", ev, tt.head)
+			}
+			if tt.chat == "" && strings.Contains(string(detail), `"chat"`) {
+				t.Fatalf("an event without a chat has a chat field: %s", detail)
+			}
+		})
+	}
+}
+
+// SQS refuses U+FFFE and U+FFFF; Encode writes them as JSON escapes, so the
+// text decodes the same and the body is one SQS accepts.
+func TestEncodeEscapesNoncharacters(t *testing.T) {
+	event := "{\"type\":\"message\",\"text\":\"a\uFFFEb\uFFFFc\"}"
+	body := Encode(Head{ID: "e"}, AppendDetail(nil, "\uFFFF", "", time.Unix(0, 0), []byte(event)))
+	if strings.ContainsRune(string(body), 0xFFFE) || strings.ContainsRune(string(body), 0xFFFF) {
+		t.Fatalf("raw noncharacters left in %q", body)
+	}
+	_, d, err := Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want any
+	if err := json.Unmarshal(d.Event, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(event), &want)
+	if !reflect.DeepEqual(got, want) || d.Destination != "\uFFFF" {
+		t.Fatalf("decoded %v / %q, want %v", got, d.Destination, want)
+	}
+}
+
+// FuzzEncode: whatever strings the webhook puts in the head and detail, and
+// whatever JSON object the event is, Encode's body decodes back to them.
+func FuzzEncode(f *testing.F) {
+	f.Add("01A", "message", "Ubot", "U1", []byte(`{"type":"message"}`))
+	f.Add("", "", "", "", []byte(`{}`))
+	f.Add("\"\\\x00\xff", "\uFFFE", "\u2028", "C\uFFFF", []byte("{\"t\":\"\uFFFF\\\"\"}"))
+	f.Fuzz(func(t *testing.T, id, typ, dest, chat string, event []byte) {
+		if !json.Valid(event) || len(event) == 0 || event[0] != '{' {
+			return
+		}
+		body := Encode(Head{ID: id, DetailType: typ, Source: "line.webhook"}, AppendDetail(nil, dest, chat, time.Unix(1, 0), event))
+		if !json.Valid(body) {
+			t.Fatalf("body is not JSON: %q", body)
+		}
+		ev, d, err := Decode(body)
+		if err != nil {
+			t.Fatalf("Decode: %v\n%q", err, body)
+		}
+		var got, want any
+		_ = json.Unmarshal(d.Event, &got)
+		_ = json.Unmarshal(event, &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("event %q decoded as %q", event, d.Event)
+		}
+		if ev.ID != clean(id) || ev.DetailType != clean(typ) || d.Destination != clean(dest) || d.Chat != clean(chat) {
+			t.Fatalf("strings changed: %q %q %q %q", ev.ID, ev.DetailType, d.Destination, d.Chat)
+		}
+	})
+}
+
+// clean is s as encoding/json decodes it after Encode: each byte of invalid
+// UTF-8 became U+FFFD.
+func clean(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as utf8.RuneError, one byte each
+	}
+	return b.String()
 }

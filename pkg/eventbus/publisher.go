@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/linegate/linegate/pkg/awserr"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -42,10 +41,6 @@ var retryableCodes = map[string]bool{
 	"InternalFailure":     true,
 	"ThrottlingException": true,
 }
-
-// retryables is the SDK's own knowledge of which whole-call errors are worth
-// another try: throttling codes, 5xx answers, dropped connections.
-var retryables = retry.IsErrorRetryables(retry.DefaultRetryables)
 
 // noSDKRetries turns the SDK's retryer off for PutEvents: Publish retries
 // itself, per entry and within its deadline, so there is one retry layer.
@@ -296,7 +291,7 @@ func (p *Publisher) batches(entries []Entry, idx []int) [][]int {
 }
 
 // codeDeadline is the code of an entry whose call ran out of time.
-const codeDeadline = "DeadlineExceeded"
+const codeDeadline = awserr.CodeDeadline
 
 // send makes one PutEvents call for batch. It returns the entries worth
 // another try with why, and the entries that failed for good.
@@ -320,7 +315,7 @@ func (p *Publisher) send(ctx context.Context, entries []Entry, batch []int) (ret
 	}
 	if err != nil {
 		// The whole call failed: every entry shares its fate.
-		code, msg, again := classify(err)
+		code, msg, again := awserr.Classify(err)
 		for _, i := range batch {
 			f := Failure{EventID: entries[i].EventID, Code: code, Message: msg}
 			if again {
@@ -350,21 +345,4 @@ func entriesOf(out *eventbridge.PutEventsOutput) int {
 		return 0
 	}
 	return len(out.Entries)
-}
-
-// classify names a whole-call error and says whether it can pass on another
-// try. The service's own error code is kept (AccessDeniedException,
-// ResourceNotFoundException for a missing bus...), so a misconfiguration is
-// reported as itself at once instead of as a timeout after the deadline.
-// API errors are retried only when the SDK's retry rules call them
-// retryable (throttling, 5xx); other errors (a dropped connection, an
-// emulator's plain error) are retried unless the rules rule them out.
-func classify(err error) (code, msg string, retryable bool) {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return codeDeadline, err.Error(), true
-	}
-	if ae, ok := errors.AsType[smithy.APIError](err); ok {
-		return ae.ErrorCode(), ae.ErrorMessage(), retryables.IsErrorRetryable(err) == aws.TrueTernary
-	}
-	return "CallFailed", err.Error(), retryables.IsErrorRetryable(err) != aws.FalseTernary
 }

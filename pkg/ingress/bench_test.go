@@ -10,15 +10,24 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
+	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/eventbus"
 )
 
 // nopPublisher accepts everything: the benchmark measures the accept path
-// (verify + split + build entries), not the bus.
+// (verify + split + build entries and chat queue messages), not the bus nor
+// the queue.
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(_ context.Context, e []eventbus.Entry) (eventbus.Result, error) {
 	return eventbus.Result{Accepted: len(e)}, nil
+}
+
+// nopQueue accepts every chat queue message.
+type nopQueue struct{}
+
+func (nopQueue) Send(_ context.Context, m []chatqueue.Message) (chatqueue.Result, error) {
+	return chatqueue.Result{Queued: len(m)}, nil
 }
 
 // body builds a webhook body of n real text-message events.
@@ -44,7 +53,7 @@ func BenchmarkAccept(b *testing.B) {
 		body := benchBody(n)
 		sig := sign(body)
 		b.Run(fmt.Sprintf("events=%d/impl=linegate", n), func(b *testing.B) {
-			h := newHandler(b, nopPublisher{})
+			h := newHandler(b, nopPublisher{}, WithChatQueue(nopQueue{}))
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {

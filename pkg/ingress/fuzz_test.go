@@ -1,7 +1,10 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/linegate/linegate/pkg/signature"
@@ -38,6 +41,62 @@ func FuzzHandle(f *testing.F) {
 		}
 		if resp.Status != 200 && len(pub.entries) > 0 {
 			t.Fatalf("status %d but published", resp.Status)
+		}
+	})
+}
+
+// FuzzParseBody: the webhook's reading of a body agrees with what the worker
+// and LINE's SDK read with encoding/json (case-insensitive keys, the last
+// of repeated keys). Whenever parseBody accepts a body, encoding/json reads
+// the same number of events with the same types, webhookEventIds and chats,
+// and each event's raw bytes are valid JSON; parseBody never panics and
+// every error wraps ErrBody.
+func FuzzParseBody(f *testing.F) {
+	f.Add([]byte(`{"destination":"U1","events":[{"type":"message","webhookEventId":"01A","source":{"type":"user","userId":"U1"}}]}`))
+	f.Add([]byte(`{"events":[{"type":"follow","source":{"type":"group","groupId":"C1","userId":"U1"}},{"type":"x","source":null}]}`))
+	f.Add([]byte(`{"EVENTS":[{"type":"follow"}]}`))
+	f.Add([]byte(`{"events":[{"type":"a","Type":"b"}]}`))
+	f.Add([]byte(`{"events":[{"type":"a","type":"b"}]}`))
+	f.Add([]byte(`{"\u0065vents":[{"type":"\u0066ollow","webhookEventId":"\"x\\"}]}`))
+	f.Add([]byte(` { "events" : [ { "type" : "t" , "n" : [1, {"a":"}"}, "]"] } ] } `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := parseBody(b, DefaultMaxEvents)
+		if err != nil {
+			if !errors.Is(err, ErrBody) {
+				t.Fatalf("error does not wrap ErrBody: %v", err)
+			}
+			return
+		}
+		var want struct {
+			Destination string `json:"destination"`
+			Events      []struct {
+				Type           string `json:"type"`
+				WebhookEventID string `json:"webhookEventId"`
+				Source         *struct {
+					UserID  string `json:"userId"`
+					GroupID string `json:"groupId"`
+					RoomID  string `json:"roomId"`
+				} `json:"source"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("parseBody accepted what encoding/json refuses: %v\n%q", err, b)
+		}
+		if got.destination != want.Destination || len(got.events) != len(want.Events) {
+			t.Fatalf("destination %q, %d events; encoding/json reads %q, %d", got.destination, len(got.events), want.Destination, len(want.Events))
+		}
+		for i, ev := range got.events {
+			w := want.Events[i]
+			chat := ""
+			if w.Source != nil {
+				chat = cmp.Or(w.Source.GroupID, w.Source.RoomID, w.Source.UserID)
+			}
+			if ev.typ != w.Type || ev.webhookEventID != w.WebhookEventID || ev.chat != chat {
+				t.Fatalf("event %d: %q %q %q; encoding/json reads %q %q %q", i, ev.typ, ev.webhookEventID, ev.chat, w.Type, w.WebhookEventID, chat)
+			}
+			if !json.Valid(ev.raw) {
+				t.Fatalf("event %d's raw bytes are not JSON: %q", i, ev.raw)
+			}
 		}
 	})
 }

@@ -1,7 +1,8 @@
 // Package ingress is the webhook core: it verifies LINE's signature on the raw
-// body, splits the body into events, hands each event to the bus and answers
-// in milliseconds. It knows nothing of Lambda: adapters for API Gateway proxy
-// events and net/http sit on top of Handle.
+// body, splits the body into events, hands every event to the bus and every
+// event that has a chat to the chat queue (in body order, at the same time),
+// and answers in milliseconds. It knows nothing of Lambda: adapters for API
+// Gateway proxy events and net/http sit on top of Handle.
 package ingress
 
 import (
@@ -11,9 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/linegate/linegate/pkg/chatqueue"
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/eventbus"
 	"github.com/linegate/linegate/pkg/signature"
 	"github.com/linegate/linegate/pkg/telemetry"
@@ -39,7 +42,7 @@ const MaxDepth = 64
 // branch with errors.Is.
 var (
 	ErrMethod    = errors.New("method not allowed")
-	ErrTooLarge  = errors.New("body too large")
+	ErrTooLarge  = errors.New("body or event too large")
 	ErrSignature = errors.New("invalid signature")
 	ErrBody      = errors.New("invalid body")
 	ErrPublish   = errors.New("events not handed off")
@@ -51,7 +54,8 @@ var (
 const (
 	// MetricAckLatency is the time Handle took to answer, whatever the answer.
 	MetricAckLatency = "AckLatency"
-	// MetricEventsAccepted counts events the bus accepted.
+	// MetricEventsAccepted counts events acknowledged to LINE with 200:
+	// the bus, and the chat queue for those with a chat, took them.
 	MetricEventsAccepted = "EventsAccepted"
 	// MetricSignaturesRejected counts requests refused with 401 for a missing
 	// or wrong signature.
@@ -66,9 +70,17 @@ type publisher interface {
 	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
 }
 
+// queuer is the one call ingress makes on the chat queue.
+type queuer interface {
+	Send(ctx context.Context, msgs []chatqueue.Message) (chatqueue.Result, error)
+}
+
 // Handler is the webhook core. It is safe for concurrent use.
 type Handler struct {
 	pub          publisher
+	queue        queuer
+	source       string
+	region       string
 	secrets      [][]byte
 	maxBody      int64
 	maxEvents    int
@@ -99,6 +111,19 @@ func WithSecrets(secrets ...string) Option {
 // WithMaxBodyBytes sets the body limit; larger requests get 413.
 func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
 
+// WithChatQueue sends every event that has a chat (a user, group or room in
+// its source) to q as well, in body order, while the bus gets every event:
+// 200 only when both took everything. Without it only the bus is used.
+func WithChatQueue(q queuer) Option { return func(h *Handler) { h.queue = q } }
+
+// WithSource sets the Source the bus publishes with (default
+// "line.webhook"): the size limit counts it, and chat queue messages carry
+// it as EventBridge would.
+func WithSource(s string) Option { return func(h *Handler) { h.source = s } }
+
+// WithRegion names the region in the chat queue messages' envelope.
+func WithRegion(r string) Option { return func(h *Handler) { h.region = r } }
+
 // WithBotUserID rejects (401) bodies whose destination is not this bot's user
 // ID, for deployments where the webhook URL might leak along with a secret of
 // another channel. Empty disables the check.
@@ -126,7 +151,7 @@ func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = 
 
 // New returns a Handler publishing to pub.
 func New(pub publisher, opts ...Option) (*Handler, error) {
-	h := &Handler{pub: pub, maxBody: DefaultMaxBodyBytes, maxEvents: DefaultMaxEvents, now: time.Now, log: slog.Default(),
+	h := &Handler{pub: pub, source: eventbus.DefaultSource, maxBody: DefaultMaxBodyBytes, maxEvents: DefaultMaxEvents, now: time.Now, log: slog.Default(),
 		metrics: telemetry.Discard, logEachEvent: true, traceHeader: func(context.Context) string { return "" }}
 	for _, o := range opts {
 		o(h)
@@ -156,6 +181,7 @@ var (
 	bodySignature = []byte(`{"error":"invalid signature"}`)
 	bodyBot       = []byte(`{"error":"unexpected destination"}`)
 	bodyInvalid   = []byte(`{"error":"invalid body"}`)
+	bodyEventSize = []byte(`{"error":"event too large"}`)
 	bodyPublish   = []byte(`{"error":"events not handed off, retry"}`)
 )
 
@@ -164,9 +190,12 @@ var (
 //
 //	405 not POST; 413 body over the limit; 401 signature missing or wrong
 //	(nothing parsed, nothing published); 400 signed but not a JSON object with
-//	an "events" array of typed events; 401 destination is not this bot (when
-//	configured); 500 the bus did not take every event; 200 otherwise, also for
-//	LINE's verify request with no events.
+//	an "events" array of typed events, keys spelled exactly; 401 destination
+//	is not this bot (when configured); 413 an event whose envelope would be
+//	over the bus's entry limit or the queue's message limit (nothing
+//	published: retrying cannot help); 500 the bus or the chat queue did not
+//	take every event; 200 otherwise, also for LINE's verify request with no
+//	events.
 func (h *Handler) Handle(ctx context.Context, method, sig string, body []byte) (Response, error) {
 	start := h.now()
 	resp, err := h.handle(ctx, start, method, sig, body)
@@ -188,31 +217,56 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
 	}
-	dest, entries, err := h.split(ctx, body, start)
+	b, err := parseBody(body, h.maxEvents)
 	if err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{400, bodyInvalid}, err
 	}
-	if h.botUserID != "" && dest != h.botUserID {
+	if h.botUserID != "" && b.destination != h.botUserID {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
 		return Response{401, bodyBot}, ErrBot
 	}
-	if len(entries) == 0 {
+	if len(b.events) == 0 {
 		return Response{200, okBody(0)}, nil
 	}
-	res, err := h.pub.Publish(ctx, entries)
-	h.metrics.Count(MetricEventsAccepted, float64(res.Accepted))
+	entries, msgs, err := h.handOffs(ctx, b, start)
 	if err != nil {
-		return Response{500, bodyPublish}, fmt.Errorf("%w: %w", ErrPublish, err)
+		h.metrics.Count(MetricRequestsRejected, 1)
+		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
+		return Response{413, bodyEventSize}, err
 	}
+	if err := h.handOff(ctx, entries, msgs); err != nil {
+		return Response{500, bodyPublish}, err
+	}
+	h.metrics.Count(MetricEventsAccepted, float64(len(entries)))
 	if h.logEachEvent {
-		for _, e := range entries {
-			h.log.InfoContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType)
+		for i, e := range entries {
+			h.log.InfoContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")
 		}
 	}
 	return Response{200, okBody(len(entries))}, nil
+}
+
+// handOff gives the entries to the bus and the messages to the chat queue
+// at once, and returns nil only when both took everything.
+func (h *Handler) handOff(ctx context.Context, entries []eventbus.Entry, msgs []chatqueue.Message) error {
+	var qerr error
+	var wg sync.WaitGroup
+	if len(msgs) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, qerr = h.queue.Send(ctx, msgs)
+		}()
+	}
+	_, perr := h.pub.Publish(ctx, entries)
+	wg.Wait()
+	if err := errors.Join(perr, qerr); err != nil {
+		return fmt.Errorf("%w: %w", ErrPublish, err)
+	}
+	return nil
 }
 
 func okBody(n int) []byte {
@@ -222,81 +276,36 @@ func okBody(n int) []byte {
 	return append(b, '}')
 }
 
-// callback is the outer shape of a webhook body. Events is a pointer so that
-// a missing or null "events" is told apart from an empty array.
-type callback struct {
-	Destination string             `json:"destination"`
-	Events      *[]json.RawMessage `json:"events"`
-}
-
-// eventHead is the part of an event ingress needs; the rest travels as raw bytes.
-type eventHead struct {
-	Type           string `json:"type"`
-	WebhookEventID string `json:"webhookEventId"`
-}
-
-// split parses the body and builds one entry per event, its raw bytes
-// unchanged. Nothing is published unless every event is well formed.
-func (h *Handler) split(ctx context.Context, body []byte, receivedAt time.Time) (string, []eventbus.Entry, error) {
-	if !utf8.Valid(body) {
-		return "", nil, fmt.Errorf("%w: not valid UTF-8", ErrBody)
-	}
-	if d := depth(body); d > MaxDepth {
-		return "", nil, fmt.Errorf("%w: JSON nested %d levels deep (limit %d)", ErrBody, d, MaxDepth)
-	}
-	var cb callback
-	if err := json.Unmarshal(body, &cb); err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBody, jsonProblem(err))
-	}
-	if cb.Events == nil {
-		return "", nil, fmt.Errorf("%w: no \"events\" array", ErrBody)
-	}
-	events := *cb.Events
-	if len(events) > h.maxEvents {
-		return "", nil, fmt.Errorf("%w: %d events (limit %d)", ErrBody, len(events), h.maxEvents)
-	}
-	if len(events) == 0 {
-		return cb.Destination, nil, nil
-	}
-	dest, err := json.Marshal(cb.Destination)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: destination: %v", ErrBody, err)
-	}
-	stamp := receivedAt.UTC().AppendFormat(nil, time.RFC3339Nano)
+// handOffs builds, for every event in body order, its bus entry and, for an
+// event with a chat when a chat queue is configured, its queue message. An
+// event whose entry would be over the bus's limit, or whose message over
+// the queue's, fails the whole body with ErrTooLarge (413: LINE would
+// redeliver a 500 forever).
+func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time) ([]eventbus.Entry, []chatqueue.Message, error) {
 	trace := h.traceHeader(ctx)
-	entries := make([]eventbus.Entry, len(events))
-	for i, raw := range events {
-		if len(raw) == 0 || raw[0] != '{' {
-			return "", nil, fmt.Errorf("%w: events[%d] is not an object", ErrBody, i)
+	entries := make([]eventbus.Entry, len(b.events))
+	var msgs []chatqueue.Message
+	for i, ev := range b.events {
+		detail := envelope.AppendDetail(make([]byte, 0, len(ev.raw)+len(b.destination)+len(ev.chat)+80),
+			b.destination, ev.chat, receivedAt, ev.raw)
+		entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID}
+		if size := entries[i].Size(h.source); size > eventbus.MaxEntryBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, size, eventbus.MaxEntryBytes)
 		}
-		var head eventHead
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return "", nil, fmt.Errorf("%w: events[%d]: %v", ErrBody, i, jsonProblem(err))
+		if ev.chat == "" || h.queue == nil {
+			continue
 		}
-		if head.Type == "" || len(head.Type) > maxDetailType {
-			return "", nil, fmt.Errorf("%w: events[%d] has no usable \"type\"", ErrBody, i)
+		dedup := chatqueue.DedupID(ev.webhookEventID, ev.raw)
+		m := chatqueue.Message{
+			Body:  envelope.Encode(envelope.Head{ID: dedup, DetailType: ev.typ, Source: h.source, Region: h.region, Time: receivedAt}, detail),
+			Group: chatqueue.GroupID(ev.chat), DedupID: dedup, TraceHeader: trace, EventID: ev.webhookEventID,
 		}
-		entries[i] = eventbus.Entry{
-			DetailType:  head.Type,
-			Detail:      writeDetail(dest, stamp, raw),
-			TraceHeader: trace,
-			EventID:     head.WebhookEventID,
+		if len(m.Body) > chatqueue.MaxMessageBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
 		}
+		msgs = append(msgs, m)
 	}
-	return cb.Destination, entries, nil
-}
-
-// writeDetail writes envelope.Detail by hand so the event's bytes are copied
-// verbatim: {"destination":…,"receivedAt":…,"event":<raw>}.
-func writeDetail(dest, stamp, raw []byte) []byte {
-	b := make([]byte, 0, len(dest)+len(stamp)+len(raw)+48)
-	b = append(b, `{"destination":`...)
-	b = append(b, dest...)
-	b = append(b, `,"receivedAt":"`...)
-	b = append(b, stamp...)
-	b = append(b, `","event":`...)
-	b = append(b, raw...)
-	return append(b, '}')
+	return entries, msgs, nil
 }
 
 // depth returns the deepest nesting of objects and arrays in a JSON text,

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/eventbus"
 	"github.com/linegate/linegate/pkg/signature"
@@ -25,6 +26,34 @@ const (
 )
 
 var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
+
+// fakeQueue records what the chat queue was given and fails (with err)
+// on demand.
+type fakeQueue struct {
+	mu    sync.Mutex
+	msgs  []chatqueue.Message
+	calls int
+	err   error
+}
+
+func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls++; f.err == nil {
+		f.msgs = append(f.msgs, msgs...)
+		return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
+	}
+	return chatqueue.Result{}, f.err
+}
+
+// bigBody is a body of one text message event of eventBytes bytes: with
+// 1 MiB - 40 the body is within the default 1 MiB limit but its envelope
+// (the event plus about 90 bytes) is over the bus's 1 MiB entry limit.
+func bigBody(eventBytes int) []byte {
+	const head, tail = `{"type":"message","message":{"type":"text","text":"`, `"}}`
+	ev := head + strings.Repeat("a", eventBytes-len(head)-len(tail)) + tail
+	return []byte(`{"destination":"U1","events":[` + ev + `]}`)
+}
 
 // fakePublisher records what it was given and fails on demand.
 type fakePublisher struct {
@@ -76,6 +105,7 @@ func TestHandleStatuses(t *testing.T) {
 		body      []byte
 		opts      []Option
 		pubErr    error
+		queueErr  error
 		want      int
 		wantErr   error
 		published int
@@ -103,11 +133,27 @@ func TestHandleStatuses(t *testing.T) {
 		{name: "destination is this bot", body: []byte(`{"destination":"Ume","events":[{"type":"follow"}]}`), opts: []Option{WithBotUserID("Ume")}, want: 200, published: 1},
 		{name: "bus refuses", body: text, pubErr: eventbus.ErrNotAccepted, want: 500, wantErr: ErrPublish},
 		{name: "future event type forwarded", body: []byte(`{"destination":"U1","events":[{"type":"hologram","webhookEventId":"01H","hologram":{"depth":3}}]}`), want: 200, published: 1},
+		{name: "chat queue refuses", body: text, queueErr: chatqueue.ErrNotQueued, want: 500, wantErr: ErrPublish, published: 1},
+		{name: "EVENTS in capitals", body: []byte(`{"destination":"U1","EVENTS":[{"type":"follow"}]}`), want: 400, wantErr: ErrBody},
+		{name: "Events beside events", body: []byte(`{"events":[{"type":"follow"}],"Events":[]}`), want: 400, wantErr: ErrBody},
+		{name: "events given twice", body: []byte(`{"events":[],"events":[{"type":"follow"}]}`), want: 400, wantErr: ErrBody},
+		{name: "TYPE in capitals", body: []byte(`{"events":[{"TYPE":"follow"}]}`), want: 400, wantErr: ErrBody},
+		{name: "Type beside type", body: []byte(`{"events":[{"type":"message","Type":"follow"}]}`), want: 400, wantErr: ErrBody},
+		{name: "type given twice", body: []byte(`{"events":[{"type":"message","type":"follow"}]}`), want: 400, wantErr: ErrBody},
+		{name: "WebhookEventId in another case", body: []byte(`{"events":[{"type":"follow","WebhookEventID":"01A"}]}`), want: 400, wantErr: ErrBody},
+		{name: "userId of the source in another case", body: []byte(`{"events":[{"type":"follow","source":{"type":"user","UserId":"U1"}}]}`), want: 400, wantErr: ErrBody},
+		{name: "Destination in capitals", body: []byte(`{"Destination":"U1","events":[]}`), want: 400, wantErr: ErrBody},
+		{name: "source not an object", body: []byte(`{"events":[{"type":"follow","source":"U1"}]}`), want: 400, wantErr: ErrBody},
+		{name: "unknown keys in any case are forwarded", body: []byte(`{"events":[{"type":"follow","Hologram":1,"HOLOGRAM":2}],"Extra":true}`), want: 200, published: 1},
+		{name: "escaped key spelling the same key", body: []byte(`{"\u0065vents":[{"\u0074ype":"follow"}]}`), want: 200, published: 1},
+		{name: "body within its limit, envelope over the bus's entry limit", body: bigBody(DefaultMaxBodyBytes - 40), want: 413, wantErr: ErrTooLarge},
+		{name: "large body whose envelope fits", body: bigBody(DefaultMaxBodyBytes - 200), want: 200, published: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pub := &fakePublisher{err: tt.pubErr}
-			h := newHandler(t, pub, tt.opts...)
+			q := &fakeQueue{err: tt.queueErr}
+			h := newHandler(t, pub, append([]Option{WithChatQueue(q)}, tt.opts...)...)
 			method := tt.method
 			if method == "" {
 				method = "POST"
@@ -129,8 +175,8 @@ func TestHandleStatuses(t *testing.T) {
 			if len(pub.entries) != tt.published {
 				t.Fatalf("published %d entries, want %d", len(pub.entries), tt.published)
 			}
-			if tt.want != 200 && tt.want != 500 && pub.calls != 0 {
-				t.Fatalf("publisher called on a rejected request")
+			if tt.want != 200 && tt.want != 500 && (pub.calls != 0 || q.calls != 0) {
+				t.Fatalf("publisher or queue called on a rejected request")
 			}
 			var js map[string]any
 			if err := json.Unmarshal(resp.Body, &js); err != nil {
@@ -187,7 +233,10 @@ func TestEntriesCarryRawEventsUnchanged(t *testing.T) {
 				if env.Destination != want.Destination || !env.ReceivedAt.Equal(fixedNow) {
 					t.Fatalf("envelope = %+v", env)
 				}
-				var head eventHead
+				var head struct {
+					Type           string `json:"type"`
+					WebhookEventID string `json:"webhookEventId"`
+				}
 				_ = json.Unmarshal(want.Events[i], &head)
 				if e.DetailType != head.Type || e.EventID != head.WebhookEventID {
 					t.Fatalf("entry %d = %s/%s, want %s/%s", i, e.DetailType, e.EventID, head.Type, head.WebhookEventID)
@@ -228,4 +277,112 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(&fakePublisher{}, WithSecrets("s"), WithMaxBodyBytes(0)); err == nil {
 		t.Fatal("zero limit: want error")
 	}
+}
+
+// Events with a chat go to the chat queue as well, in body order, grouped by
+// chat and deduplicated by webhookEventId, each message the EventBridge-shaped
+// envelope of exactly the bus entry's detail; chat-less events go to the bus
+// only, and every event's detail names its chat.
+func TestChatEventsAreQueuedInBodyOrder(t *testing.T) {
+	body := []byte(`{"destination":"Ubot","events":[
+		{"type":"message","webhookEventId":"01A","source":{"type":"user","userId":"Ualice"}},
+		{"type":"activated","webhookEventId":"01B"},
+		{"type":"message","webhookEventId":"01C","source":{"type":"group","groupId":"Cgroup","userId":"Ualice"}},
+		{"type":"message","webhookEventId":"01D","source":{"type":"room","roomId":"Rroom"}},
+		{"type":"message","webhookEventId":"01E","source":{"type":"user","userId":"Ualice"}},
+		{"type":"follow","source":{"type":"user","userId":"Ubob"}},
+		{"type":"message","webhookEventId":"` + strings.Repeat("x", 129) + `","source":{"type":"user","userId":"` + strings.Repeat("U", 200) + `"}}
+	]}`)
+	pub, q := &fakePublisher{}, &fakeQueue{}
+	h := newHandler(t, pub, WithChatQueue(q), WithSource("line.test"), WithRegion("ap-northeast-1"),
+		WithTraceHeader(func(context.Context) string { return "Root=1-abc" }))
+	resp, err := h.Handle(context.Background(), "POST", sign(body), body)
+	if err != nil || resp.Status != 200 {
+		t.Fatalf("%d %v", resp.Status, err)
+	}
+	if len(pub.entries) != 7 {
+		t.Fatalf("%d bus entries, want every event (7)", len(pub.entries))
+	}
+	wantChats := []string{"Ualice", "", "Cgroup", "Rroom", "Ualice", "Ubob", strings.Repeat("U", 200)}
+	for i, e := range pub.entries {
+		var d envelope.Detail
+		if err := json.Unmarshal(e.Detail, &d); err != nil || d.Chat != wantChats[i] {
+			t.Fatalf("entry %d: chat %q (%v), want %q", i, d.Chat, err, wantChats[i])
+		}
+	}
+	type want struct{ group, dedup string }
+	wants := []want{{"Ualice", "01A"}, {"Cgroup", "01C"}, {"Rroom", "01D"}, {"Ualice", "01E"}, {"Ubob", ""}, {"", ""}}
+	if len(q.msgs) != len(wants) {
+		t.Fatalf("%d queued, want %d (chat events only)", len(q.msgs), len(wants))
+	}
+	busOf := []int{0, 2, 3, 4, 5, 6}
+	for k, m := range q.msgs {
+		w := wants[k]
+		switch {
+		case k == 4: // no webhookEventId: the raw event's hash
+			if !strings.HasPrefix(m.DedupID, "sha256:") || m.Group != "Ubob" {
+				t.Fatalf("message %d: group %q dedup %q", k, m.Group, m.DedupID)
+			}
+		case k == 5: // ids SQS cannot take: hashed, within 128 characters
+			if !strings.HasPrefix(m.Group, "sha256:") || !strings.HasPrefix(m.DedupID, "sha256:") || len(m.Group) > 128 || len(m.DedupID) > 128 {
+				t.Fatalf("message %d: group %q dedup %q", k, m.Group, m.DedupID)
+			}
+		default:
+			if m.Group != w.group || m.DedupID != w.dedup {
+				t.Fatalf("message %d: group %q dedup %q, want %+v", k, m.Group, m.DedupID, w)
+			}
+		}
+		ev, d, err := envelope.Decode(m.Body)
+		if err != nil {
+			t.Fatalf("message %d is not an envelope: %v", k, err)
+		}
+		entry := pub.entries[busOf[k]]
+		if string(ev.Detail) != string(entry.Detail) || ev.DetailType != entry.DetailType || ev.Source != "line.test" ||
+			ev.Region != "ap-northeast-1" || ev.ID != m.DedupID || m.TraceHeader != "Root=1-abc" || d.Chat != wantChats[busOf[k]] {
+			t.Fatalf("message %d: %+v / trace %q, want the detail of entry %d", k, ev, m.TraceHeader, busOf[k])
+		}
+	}
+}
+
+// The bus and the chat queue are given the events at the same time: a slow
+// queue does not add its time after the bus's.
+func TestBusAndQueueAtOnce(t *testing.T) {
+	text := sample(t, "message-text-user.json")
+	release := make(chan struct{})
+	pub := &blockingPublisher{release: release}
+	q := &signallingQueue{release: release}
+	h := newHandler(t, pub, WithChatQueue(q))
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := h.Handle(context.Background(), "POST", sign(text), text)
+		done <- resp.Status
+	}()
+	select {
+	case status := <-done:
+		if status != 200 {
+			t.Fatalf("status %d", status)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the bus waited for the queue (or the queue for the bus): they must run at once")
+	}
+}
+
+// blockingPublisher waits until the queue has been called.
+type blockingPublisher struct{ release chan struct{} }
+
+func (b *blockingPublisher) Publish(ctx context.Context, e []eventbus.Entry) (eventbus.Result, error) {
+	select {
+	case <-b.release:
+		return eventbus.Result{Accepted: len(e)}, nil
+	case <-ctx.Done():
+		return eventbus.Result{}, ctx.Err()
+	}
+}
+
+// signallingQueue lets the publisher go once it is called.
+type signallingQueue struct{ release chan struct{} }
+
+func (s *signallingQueue) Send(_ context.Context, m []chatqueue.Message) (chatqueue.Result, error) {
+	close(s.release)
+	return chatqueue.Result{Queued: len(m)}, nil
 }

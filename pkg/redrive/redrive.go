@@ -28,6 +28,7 @@ type queues interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
 	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
 // Result is what a finished redrive did.
@@ -66,8 +67,14 @@ func Run(ctx context.Context, q queues, queue string, opts Options) (Result, err
 	}
 	res.Source = src
 	in := &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(res.Source)}
-	if opts.Destination != "" {
-		arn, err := queueARN(ctx, q, opts.Destination)
+	dest := opts.Destination
+	if dest == "" {
+		if dest, err = onlySource(ctx, q, queue); err != nil {
+			return res, err
+		}
+	}
+	if dest != "" {
+		arn, err := queueARN(ctx, q, dest)
 		if err != nil {
 			return res, err
 		}
@@ -118,6 +125,29 @@ func Run(ctx context.Context, q queues, queue string, opts Options) (Result, err
 		case <-time.After(every):
 		}
 	}
+}
+
+// onlySource returns the one queue whose redrive policy names the DLQ, or
+// "" when several do (each message then goes back where SQS moved it
+// from). Naming the destination matters: the worker dead-letters most
+// failures itself with SendMessage, and SQS records no source for those, so
+// a move task without a destination would leave them behind.
+func onlySource(ctx context.Context, q queues, dlq string) (string, error) {
+	url, err := QueueURL(ctx, q, dlq)
+	if err != nil {
+		return "", err
+	}
+	out, err := q.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(url)})
+	if err != nil {
+		return "", fmt.Errorf("list the queues %s serves: %w", dlq, err)
+	}
+	switch len(out.QueueUrls) {
+	case 0:
+		return "", fmt.Errorf("%w: %s: no queue names it in its redrive policy", ErrNotDLQ, dlq)
+	case 1:
+		return out.QueueUrls[0], nil
+	}
+	return "", nil
 }
 
 // urlResolver is the SQS call QueueURL makes.

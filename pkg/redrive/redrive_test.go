@@ -38,6 +38,14 @@ func TestRedriveMovesEverythingBack(t *testing.T) {
 	if n := c.QueueStats(aws.ToString(work.QueueUrl)).Visible; n != 3 {
 		t.Fatalf("source queue holds %d after the redrive, want 3", n)
 	}
+	// Messages SQS did not dead-letter itself (the worker sends a failure
+	// that cannot succeed straight to the DLQ) have no recorded source: the
+	// redrive names the one queue the DLQ serves.
+	c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: dlq.QueueUrl, MessageBody: aws.String("dead-lettered by the worker")})
+	res, err = Run(ctx, c, "work-dlq", Options{Wait: true, PollEvery: time.Millisecond})
+	if err != nil || res.Status != "COMPLETED" || res.Moved != 1 || c.QueueStats(aws.ToString(work.QueueUrl)).Visible != 4 {
+		t.Fatalf("redrive of a message without a recorded source: %+v %v", res, err)
+	}
 	// Into another queue explicitly.
 	other, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("other")})
 	c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: dlq.QueueUrl, MessageBody: aws.String("from eventbridge")})
@@ -67,6 +75,9 @@ func (f fakeSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInpu
 }
 func (f fakeSQS) StartMessageMoveTask(context.Context, *sqs.StartMessageMoveTaskInput, ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
 	return &sqs.StartMessageMoveTaskOutput{}, nil
+}
+func (f fakeSQS) ListDeadLetterSourceQueues(context.Context, *sqs.ListDeadLetterSourceQueuesInput, ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error) {
+	return &sqs.ListDeadLetterSourceQueuesOutput{QueueUrls: []string{"u"}}, nil
 }
 func (f fakeSQS) ListMessageMoveTasks(context.Context, *sqs.ListMessageMoveTasksInput, ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error) {
 	return &sqs.ListMessageMoveTasksOutput{Results: []types.ListMessageMoveTasksResultEntry{{Status: aws.String(f.status), FailureReason: aws.String("AccessDenied on the source queue")}}}, nil

@@ -18,6 +18,7 @@ type record struct {
 	head     bot.Head        // set by decode: enough to deduplicate
 	event    *bot.Event      // set by parse, after the claim
 	panicked *panicked       // set by recoverPanics when the handler panicked
+	long     bool            // set by process: the record came from the long-work queue
 	result   Result
 }
 
@@ -63,6 +64,9 @@ func chain(steps []middleware, last handler) handler {
 //     carries the trace id into the record's log line.
 //   - account around everything that can fail or skip a record, so each
 //     record is counted, logged and observed exactly once, whatever happened.
+//   - settleFailure right inside account, around everything that can fail:
+//     it sees every error (an undecodable record included) and turns it into
+//     a dead letter or a growing retry delay before account reports it.
 //   - decode before idempotent: the claim needs only the envelope and the
 //     event's head.
 //   - idempotent before parse: a duplicate costs a claim, never the SDK's
@@ -71,6 +75,9 @@ func chain(steps []middleware, last handler) handler {
 //     session stores (bot.Once, Event.Session).
 //   - trackHeld inside idempotent: a record whose push was held succeeded
 //     (its claim completes) with outcome "held".
+//   - longWork after parse (the route is known only from the full event)
+//     and inside idempotent: a hand-off completes the event's claim here,
+//     and the long-work queue's run claims its own key.
 //   - reportCrash outside timeout and recoverPanics: it reads the panic that
 //     recoverPanics recorded, and publishes even after the record's deadline.
 //   - timeout bounds the handler only: claim, complete, release and the
@@ -86,11 +93,13 @@ func (p *Processor) pipeline() []middleware {
 	return []middleware{
 		trace(p.startSpan, p.traceID),
 		account(p.metrics, p.log, p.observe, p.now),
+		settleFailure(p.queues, p.retry, p.log),
 		decode(p.eventContext),
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
 		parse(p.newMessenger),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		trackHeld(),
+		longWork(p.long, p.queues, p.longURL, p.newMessenger, p.loadingEvery, p.log),
 		reportCrash(p.crash, p.now, p.log),
 		timeout(p.recordTimeout, p.margin),
 		recoverPanics(),

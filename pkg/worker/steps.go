@@ -56,8 +56,9 @@ func trace(start StartSpan, traceID func(ctx context.Context) string) middleware
 
 // account settles the record's outcome and reports it: its duration, the
 // counters (RecordsProcessed, DuplicatesSkipped, RecordsFailed,
-// HandlerPanics), the end-to-end latency of a handled event, one log line
-// (never the event's content), and the observer.
+// RecordsDeadLettered, RecordsForwarded, HandlerPanics), the end-to-end
+// latency of a handled event, one log line (never the event's content; its
+// chat only hashed, as "lane"), and the observer.
 func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now func() time.Time) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
@@ -68,7 +69,15 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 			res.Duration = now().Sub(start)
 			attrs := []any{"webhookEventId", res.WebhookEventID, "type", res.Type, "outcome", string(res.Outcome),
 				"receiveCount", res.ReceiveCount, "durationMs", res.Duration.Milliseconds()}
+			if res.Group != "" {
+				attrs = append(attrs, "lane", telemetry.HashUserID(res.Group))
+			}
 			switch res.Outcome {
+			case OutcomeForwarded:
+				m.Count("RecordsForwarded", 1)
+			case OutcomeDeadLettered:
+				m.Count("RecordsDeadLettered", 1)
+				attrs = append(attrs, "reason", res.DeadLetterReason, "error", res.Err.Error(), "panic", res.Panicked)
 			case OutcomeOK:
 				m.Count("RecordsProcessed", 1)
 				if ev := r.event; ev != nil && !ev.Timestamp.IsZero() && ev.Timestamp.Unix() > 0 {
@@ -81,14 +90,20 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 			case OutcomeFailed:
 				m.Count("RecordsFailed", 1)
 				attrs = append(attrs, "error", res.Err.Error(), "panic", res.Panicked)
+				if res.RetryIn > 0 {
+					attrs = append(attrs, "retryInMs", res.RetryIn.Milliseconds())
+				}
 			}
 			if res.Panicked {
 				m.Count("HandlerPanics", 1)
 			}
 			m.Duration("RecordDuration", res.Duration)
-			if res.Outcome == OutcomeFailed {
+			switch res.Outcome {
+			case OutcomeFailed:
 				log.WarnContext(ctx, "record failed", attrs...)
-			} else {
+			case OutcomeDeadLettered:
+				log.ErrorContext(ctx, "record dead-lettered", attrs...)
+			default:
 				log.InfoContext(ctx, "record processed", attrs...)
 			}
 			observe(*res)
@@ -140,6 +155,11 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 			}
 			id := r.head.WebhookEventID
 			key := idempotency.Key(id, r.detail.Event)
+			if r.long {
+				// The hand-off completed the event's own key: its run on
+				// the long-work queue is claimed under a key of its own.
+				key += longKeySuffix
+			}
 			switch err := store.Claim(ctx, key, inProgressFor); {
 			case errors.Is(err, idempotency.ErrCompleted):
 				r.result.Outcome = OutcomeDuplicate
@@ -160,6 +180,10 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 		}
 	}
 }
+
+// longKeySuffix marks the idempotency key of an event's run on the
+// long-work queue.
+const longKeySuffix = "#long"
 
 // parse decodes the full event with the LINE SDK and binds it to a new LINE
 // client from newMessenger (when set), one per record. An event the SDK

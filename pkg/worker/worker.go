@@ -4,11 +4,17 @@
 // crash reports, and reports failures per record so that one bad event never
 // fails its batch.
 //
+// Records of one message group (one chat, on the FIFO chat queue) run one
+// after the other in batch order, groups in parallel; the first failure of a
+// group stops it for the batch. A failure that cannot succeed is
+// dead-lettered at once, a transient one is retried with growing delays, and
+// routes declared long are handed to the long-work queue.
+//
 // Each record goes through a pipeline of small steps (tracing, accounting,
-// decoding, deduplication, parsing, binding the event's step and session
-// stores, crash reports, the deadline, panic recovery) ending in the bot's
-// router; (*Processor).pipeline lists them
-// in order and says why the order matters.
+// failure settling, decoding, deduplication, parsing, binding the event's
+// step and session stores, long work, crash reports, the deadline, panic
+// recovery) ending in the bot's router; (*Processor).pipeline lists them in
+// order and says why the order matters.
 package worker
 
 import (
@@ -23,7 +29,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
@@ -43,7 +51,21 @@ const (
 	// the result was written to the HeldQueue (pkg/held) instead; deleted from
 	// the queue, neither retried nor dead-lettered.
 	OutcomeHeld Outcome = "held"
+	// OutcomeDeadLettered: sent to the queue's dead-letter queue by the
+	// worker and deleted (a permanent failure, an undecodable record, or a
+	// transient failure on its last allowed receive).
+	OutcomeDeadLettered Outcome = "dead-lettered"
+	// OutcomeDeferred: not run because an earlier record of its chat failed
+	// in this batch; reported as a failure and made visible again at once,
+	// so it follows that record.
+	OutcomeDeferred Outcome = "deferred"
+	// OutcomeForwarded: its route is long; handed to the long-work queue,
+	// where its handler runs, and deleted here.
+	OutcomeForwarded Outcome = "forwarded"
 )
+
+// ErrDeferred is the error of an OutcomeDeferred record.
+var ErrDeferred = errors.New("not run: an earlier event of its chat failed in this batch")
 
 // Result describes one processed record, for observers (metrics, the local
 // runtime's /_local/events).
@@ -55,8 +77,22 @@ type Result struct {
 	Outcome        Outcome
 	Err            error
 	Panicked       bool
-	Duration       time.Duration
-	TraceID        string
+	// Group is the record's MessageGroupId (its chat, on the FIFO chat
+	// queue; "" on a standard queue). It is a raw LINE ID: hash it before
+	// logging (telemetry.HashUserID).
+	Group string
+	// Long is true for a record of the long-work queue.
+	Long bool
+	// Queue is the name of the queue the record came from.
+	Queue string
+	// RetryIn is how long a failed record was hidden before its next
+	// receive (0 when the worker did not set it).
+	RetryIn time.Duration
+	// DeadLetterReason says why an OutcomeDeadLettered record was:
+	// "permanent", "malformed" or "retries-exhausted".
+	DeadLetterReason string
+	Duration         time.Duration
+	TraceID          string
 }
 
 // dispatcher runs the bot for one event; *bot.Router satisfies it.
@@ -104,6 +140,11 @@ type Processor struct {
 	traceID       func(ctx context.Context) string
 	eventContext  func(ctx context.Context, id string) context.Context
 	intercept     func(ctx context.Context, e *bot.Event) (bool, error)
+	queues        *queues
+	retry         backoff.Policy
+	longURL       string
+	loadingEvery  time.Duration
+	long          longRouter // the router, when it knows long routes
 
 	run handler // the pipeline, built by New
 }
@@ -193,6 +234,28 @@ func WithIntercept(f func(ctx context.Context, e *bot.Event) (bool, error)) Opti
 	return func(p *Processor) { p.intercept = f }
 }
 
+// WithQueues lets the worker act on the queues its records come from (the
+// SQS client in Lambda): dead-letter a failure that cannot succeed on its
+// first receive, space a transient failure's receives with WithRetryBackoff,
+// make the rest of a failed chat's records visible again, and hand long work
+// to WithLongQueue. Without it a failed record just fails, and SQS's
+// visibility timeout and redrive policy decide the rest.
+func WithQueues(api queueAPI) Option { return func(p *Processor) { p.queues = newQueues(api) } }
+
+// WithRetryBackoff sets how long a transiently failed record stays hidden,
+// by receive count (default DefaultRetryBackoff).
+func WithRetryBackoff(b backoff.Policy) Option { return func(p *Processor) { p.retry = b } }
+
+// WithLongQueue names the long-work queue by URL: events whose route is
+// bot.Long are sent there from any other queue, and run when they come from
+// it (told apart by queue name). Without it long routes run where they are
+// received.
+func WithLongQueue(url string) Option { return func(p *Processor) { p.longURL = url } }
+
+// WithLoadingRefresh sets how often long work re-shows the loading
+// animation (default DefaultLoadingRefresh).
+func WithLoadingRefresh(d time.Duration) Option { return func(p *Processor) { p.loadingEvery = d } }
+
 // New returns a Processor running router with store for idempotency.
 func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor, error) {
 	p := &Processor{
@@ -202,6 +265,7 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 		observe:   func(Result) {},
 		startSpan: func(ctx context.Context, _, _ string) (context.Context, Span) { return ctx, nopSpan{} },
 		traceID:   func(context.Context) string { return "" },
+		retry:     DefaultRetryBackoff, loadingEvery: DefaultLoadingRefresh,
 	}
 	for _, o := range opts {
 		o(p)
@@ -222,6 +286,9 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	if p.recordTimeout == 0 {
 		p.recordTimeout = max(p.inProgressFor-p.margin, time.Second)
 	}
+	if lr, ok := router.(longRouter); ok {
+		p.long = lr
+	}
 	p.run = chain(p.pipeline(), dispatch(p.router))
 	return p, nil
 }
@@ -232,27 +299,44 @@ func (nopSpan) Annotate(string, any) {}
 func (nopSpan) End(error)            {}
 func (nopSpan) Panic(any, []byte)    {}
 
-// Handle processes a batch, at most WithConcurrency records at a time, and
-// returns once every record has finished. The response lists the records
-// that failed (OutcomeFailed), so SQS deletes the others and delivers only
-// those again. The error is always nil, even when ctx has ended: no failure
-// fails the whole batch. A record that ctx's end cut short fails on its own
-// (the idempotency store or the handler sees ctx's error) and is listed in
-// the response like any other failure.
+// Handle processes a batch and returns once every record has finished.
+// Records of one message group (a chat, on the FIFO chat queue) run one
+// after the other in batch order; records of different groups, and records
+// without a group, run in parallel, at most WithConcurrency at a time. The
+// first record of a group that fails stops its group: the group's later
+// records are not run (OutcomeDeferred), reported as failures and made
+// visible again at once, so they follow the failed one when SQS delivers it
+// again. The response lists every record that failed or was deferred, so
+// SQS deletes the others and delivers only those again. The error is always
+// nil, even when ctx has ended: no failure fails the whole batch. A record
+// that ctx's end cut short fails on its own (the idempotency store or the
+// handler sees ctx's error) and is listed in the response like any other.
 func (p *Processor) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	fail := func(id string) {
+		mu.Lock()
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		mu.Unlock()
+	}
 	sem := make(chan struct{}, p.concurrency)
-	for _, msg := range ev.Records {
+	for _, lane := range lanes(ev.Records) {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if res := p.process(ctx, msg); res.Outcome == OutcomeFailed {
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
-				mu.Unlock()
+			stopped := false
+			for _, msg := range lane {
+				if stopped {
+					p.deferRecord(ctx, msg)
+					fail(msg.MessageId)
+					continue
+				}
+				if res := p.process(ctx, msg); res.Outcome == OutcomeFailed {
+					fail(msg.MessageId)
+					stopped = true
+				}
 			}
 		}()
 	}
@@ -260,11 +344,61 @@ func (p *Processor) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSE
 	return resp, nil
 }
 
+// lanes groups a batch's records by MessageGroupId, in batch order; a
+// record without a group is a lane of its own.
+func lanes(records []events.SQSMessage) [][]events.SQSMessage {
+	var out [][]events.SQSMessage
+	byGroup := map[string]int{}
+	for _, m := range records {
+		g := m.Attributes["MessageGroupId"]
+		if g == "" {
+			out = append(out, []events.SQSMessage{m})
+			continue
+		}
+		i, ok := byGroup[g]
+		if !ok {
+			i = len(out)
+			byGroup[g] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], m)
+	}
+	return out
+}
+
 // process runs one message through the pipeline to an outcome.
 func (p *Processor) process(ctx context.Context, msg events.SQSMessage) Result {
-	r := &record{msg: msg, result: Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg)}}
+	r := &record{msg: msg, long: p.isLong(msg), result: Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg),
+		Group: msg.Attributes["MessageGroupId"], Queue: queueName(msg.EventSourceARN)}}
+	r.result.Long = r.long
 	r.settle(p.run(ctx, r))
 	return r.result
+}
+
+// isLong reports whether msg came from the long-work queue.
+func (p *Processor) isLong(msg events.SQSMessage) bool {
+	return p.longURL != "" && msg.EventSourceARN != "" && queueName(msg.EventSourceARN) == queueName(p.longURL)
+}
+
+// deferRecord accounts for a record not run because an earlier one of its
+// chat failed, and makes it visible again at once.
+func (p *Processor) deferRecord(ctx context.Context, msg events.SQSMessage) {
+	res := Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg), Group: msg.Attributes["MessageGroupId"],
+		Queue: queueName(msg.EventSourceARN), Outcome: OutcomeDeferred, Err: ErrDeferred}
+	if _, d, err := envelope.Decode([]byte(msg.Body)); err == nil {
+		if h, err := bot.Peek(d.Event); err == nil {
+			res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
+		}
+	}
+	if p.queues != nil {
+		if err := p.queues.changeVisibility(context.WithoutCancel(ctx), msg, 0); err != nil {
+			p.log.WarnContext(ctx, "deferred record not made visible: it waits for its visibility timeout", "messageId", msg.MessageId, "error", err.Error())
+		}
+	}
+	p.metrics.Count("RecordsDeferred", 1)
+	p.log.InfoContext(ctx, "record deferred", "webhookEventId", res.WebhookEventID, "messageId", msg.MessageId, "outcome", string(res.Outcome), "receiveCount", res.ReceiveCount,
+		"lane", telemetry.HashUserID(res.Group))
+	p.observe(res)
 }
 
 func receiveCount(msg events.SQSMessage) int {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,9 +105,17 @@ func Run(t *testing.T, h Harness) {
 		s.run(t, "SQS/QueueAttributeCounts", testQueueCounts)
 		s.run(t, "SQS/PurgeQueue", testPurge)
 		s.run(t, "SQS/MoveTaskBackToSource", testMoveTask)
+		s.run(t, "SQS/FIFOOrderPerGroup", testFIFOOrder)
+		s.run(t, "SQS/FIFOSequenceNumbersIncrease", testFIFOSequence)
+		s.run(t, "SQS/FIFOGroupLockedWhileInFlight", testFIFOGroupLock)
+		s.run(t, "SQS/FIFOGroupExclusiveWithConcurrentConsumers", testFIFOExclusive)
+		s.run(t, "SQS/FIFOFollowerWaitsBehindHidden", testFIFOFollowerWaits)
+		s.run(t, "SQS/FIFODeduplication", testFIFODedup)
+		s.run(t, "SQS/FIFOGroupAndDedupRequired", testFIFORequired)
+		s.run(t, "SQS/FIFORedriveToFIFODLQ", testFIFORedrive)
 	})
 	t.Run("EventBridge", func(t *testing.T) {
-		s.run(t, "EventBridge/LinegateRulesRouteByDetailType", testLinegateRouting)
+		s.run(t, "EventBridge/LinegateRulesRouteChatLessToBackground", testLinegateRouting)
 		s.run(t, "EventBridge/DeliveredEventShape", testEventShape)
 		s.run(t, "EventBridge/DisabledRuleDoesNotDeliver", testDisabledRule)
 		s.run(t, "EventBridge/PutEventsPerEntryErrors", testPerEntryErrors)
@@ -114,6 +123,7 @@ func Run(t *testing.T, h Harness) {
 		s.run(t, "EventBridge/PutEventsOverTenEntriesFails", testOverTenEntries)
 		s.run(t, "EventBridge/PutEventsOverSizeLimitFails", testOverSize)
 		s.run(t, "EventBridge/TraceHeaderBecomesAWSTraceHeader", testTraceHeader)
+		s.run(t, "EventBridge/FIFOTargetMessageGroup", testFIFOTarget)
 	})
 	t.Run("SNS", func(t *testing.T) {
 		s.run(t, "SNS/NotificationToSQS", testSNSNotification)
@@ -722,18 +732,25 @@ func jsonEqual(a, b []byte) bool {
 	return string(xb) == string(yb)
 }
 
+// testLinegateRouting: linegate's bus rules. Events without a chat go to
+// the background queue; events with one do not (the webhook sends them to
+// the chat queue itself). An "all" rule stands in for a user's own rule.
 func testLinegateRouting(t *testing.T, b Backend) {
 	bus := createBus(t, b, "linegate")
-	interactive := createQueue(t, b, "interactive", nil)
+	all := createQueue(t, b, "all", nil)
 	background := createQueue(t, b, "background", nil)
-	putRule(t, b, bus, "interactive", `{"detail-type":["message","postback"]}`, ebtypes.RuleStateEnabled, interactive.arn)
-	putRule(t, b, bus, "background", `{"detail-type":[{"anything-but":["message","postback"]}]}`, ebtypes.RuleStateEnabled, background.arn)
+	putRule(t, b, bus, "all", `{"source":["line.webhook"]}`, ebtypes.RuleStateEnabled, all.arn)
+	putRule(t, b, bus, "background", `{"source":["line.webhook"],"detail":{"chat":[{"exists":false}]}}`, ebtypes.RuleStateEnabled, background.arn)
 
 	detail := func(typ string) string {
-		return fmt.Sprintf(`{"destination":"U0123","receivedAt":"2024-01-01T00:00:00.123456789Z","event":{"type":%q,"webhookEventId":"01H-%s","text":"日本語 \"quoted\""}}`, typ, typ)
+		chat := ""
+		if typ == "message" || typ == "follow" {
+			chat = `"chat":"U0456",`
+		}
+		return fmt.Sprintf(`{"destination":"U0123","receivedAt":"2024-01-01T00:00:00.123456789Z",%s"event":{"type":%q,"webhookEventId":"01H-%s","text":"日本語 \"quoted\""}}`, chat, typ, typ)
 	}
 	var entries []ebtypes.PutEventsRequestEntry
-	for _, typ := range []string{"message", "postback", "follow", "unsend"} {
+	for _, typ := range []string{"message", "follow", "activated", "botSuspended"} {
 		entries = append(entries, ebtypes.PutEventsRequestEntry{EventBusName: aws.String(bus.name), Source: aws.String("line.webhook"), DetailType: aws.String(typ), Detail: aws.String(detail(typ))})
 	}
 	out := putEvents(t, b, entries...)
@@ -744,9 +761,9 @@ func testLinegateRouting(t *testing.T, b Backend) {
 	for i, e := range out.Entries {
 		ids[*entries[i].DetailType] = aws.ToString(e.EventId)
 	}
-	for q, want := range map[queueRef][]string{interactive: {"message", "postback"}, background: {"follow", "unsend"}} {
+	for q, want := range map[queueRef][]string{all: {"message", "follow", "activated", "botSuspended"}, background: {"activated", "botSuspended"}} {
 		got := map[string]bool{}
-		for _, m := range receiveN(t, b, q, 2) {
+		for _, m := range receiveN(t, b, q, len(want)) {
 			var ev deliveredEvent
 			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
 				t.Fatalf("body is not an EventBridge event: %v", err)
@@ -764,7 +781,288 @@ func testLinegateRouting(t *testing.T, b Backend) {
 				t.Errorf("queue %s got %v, want %v", q.url, got, want)
 			}
 		}
-		expectNone(t, b, q, "no other detail-type is routed here")
+		expectNone(t, b, q, "no other event is routed here")
+	}
+}
+
+// --- SQS FIFO cases ----------------------------------------------------------
+
+func createFIFO(t *testing.T, b Backend, name string, attrs map[string]string) queueRef {
+	t.Helper()
+	all := map[string]string{"FifoQueue": "true"}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	return createQueue(t, b, name+".fifo", all)
+}
+
+func sendFIFO(t *testing.T, b Backend, q queueRef, group, dedup, body string) *sqs.SendMessageOutput {
+	t.Helper()
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(body), MessageGroupId: aws.String(group)}
+	if dedup != "" {
+		in.MessageDeduplicationId = aws.String(dedup)
+	}
+	out, err := b.SQS.SendMessage(ctxFor(t), in)
+	if err != nil {
+		t.Fatalf("SendMessage(%s/%s): %v", group, dedup, err)
+	}
+	return out
+}
+
+// sendEach sends each body to group, deduplicated by the body itself.
+func sendEach(t *testing.T, b Backend, q queueRef, group string, bodies ...string) {
+	t.Helper()
+	for _, body := range bodies {
+		sendFIFO(t, b, q, group, body, body)
+	}
+}
+
+func bodies(msgs []sqstypes.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, aws.ToString(m.Body))
+	}
+	return out
+}
+
+// testFIFOOrder: a batch of two groups' messages comes back in send order
+// per group, with the FIFO attributes.
+func testFIFOOrder(t *testing.T, b Backend) { fifoOrder(t, b, false) }
+
+// testFIFOSequence: SequenceNumber increases within a group, as documented
+// ("continues to increase for a particular MessageGroupId").
+func testFIFOSequence(t *testing.T, b Backend) { fifoOrder(t, b, true) }
+
+func fifoOrder(t *testing.T, b Backend, checkSequence bool) {
+	q := createFIFO(t, b, "order", map[string]string{"VisibilityTimeout": "30"})
+	var entries []sqstypes.SendMessageBatchRequestEntry
+	for i := range 6 {
+		g := []string{"A", "B"}[i%2]
+		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint("e", i)), MessageBody: aws.String(fmt.Sprint(g, i)),
+			MessageGroupId: aws.String(g), MessageDeduplicationId: aws.String(fmt.Sprint("d", i))})
+	}
+	out, err := b.SQS.SendMessageBatch(ctxFor(t), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	if err != nil || len(out.Successful) != 6 {
+		t.Fatalf("SendMessageBatch = %+v, %v", out, err)
+	}
+	for _, r := range out.Successful {
+		if aws.ToString(r.SequenceNumber) == "" {
+			t.Errorf("entry %s has no SequenceNumber", aws.ToString(r.Id))
+		}
+	}
+	got := map[string][]string{}
+	seq := map[string]string{}
+	for _, m := range receiveN(t, b, q, 6) {
+		g, s := m.Attributes["MessageGroupId"], m.Attributes["SequenceNumber"]
+		if g == "" || s == "" || m.Attributes["MessageDeduplicationId"] == "" {
+			t.Fatalf("FIFO attributes missing: %v", m.Attributes)
+		}
+		if checkSequence && (len(s) < len(seq[g]) || len(s) == len(seq[g]) && s <= seq[g]) {
+			t.Errorf("group %s: SequenceNumber %s after %s", g, s, seq[g])
+		}
+		seq[g] = s
+		got[g] = append(got[g], aws.ToString(m.Body))
+	}
+	if fmt.Sprint(got["A"]) != "[A0 A2 A4]" || fmt.Sprint(got["B"]) != "[B1 B3 B5]" {
+		t.Fatalf("received %v: each group in send order", got)
+	}
+}
+
+// testFIFOGroupLock: while a group's message is in flight none of the group
+// after it is returned; another group is. Deleting it releases the next.
+func testFIFOGroupLock(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "lock", map[string]string{"VisibilityTimeout": "30"})
+	sendEach(t, b, q, "A", "a1", "a2")
+	sendEach(t, b, q, "B", "b1")
+	first := receiveNow(t, b, q, 1)
+	if len(first) != 1 || aws.ToString(first[0].Body) != "a1" {
+		t.Fatalf("first receive %v, want a1", bodies(first))
+	}
+	if got := bodies(receiveN(t, b, q, 1)); fmt.Sprint(got) != "[b1]" {
+		t.Fatalf("with a1 in flight received %v, want b1 only", got)
+	}
+	expectNone(t, b, q, "a2 waits while a1 is in flight")
+	if _, err := b.SQS.DeleteMessage(ctxFor(t), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: first[0].ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+	if got := bodies(receiveN(t, b, q, 1)); fmt.Sprint(got) != "[a2]" {
+		t.Fatalf("after deleting a1 received %v, want a2", got)
+	}
+}
+
+// testFIFOExclusive: with several consumers long-polling at once (as an
+// event source mapping's pollers do), no two messages of a group are ever
+// in flight together, and each group is consumed in send order.
+func testFIFOExclusive(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "exclusive", map[string]string{"VisibilityTimeout": "60"})
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	inFlight := map[string]int{}
+	var problems []string
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := b.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), MaxNumberOfMessages: 1, WaitTimeSeconds: 1,
+					MessageSystemAttributeNames: allAttrs})
+				if err != nil || len(out.Messages) == 0 {
+					continue
+				}
+				m := out.Messages[0]
+				g := m.Attributes["MessageGroupId"]
+				mu.Lock()
+				if inFlight[g]++; inFlight[g] > 1 {
+					problems = append(problems, fmt.Sprintf("%s received while another of group %s was in flight", aws.ToString(m.Body), g))
+				}
+				got[g] = append(got[g], aws.ToString(m.Body))
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // the handler's work
+				mu.Lock()
+				inFlight[g]--
+				mu.Unlock()
+				if _, err := b.SQS.DeleteMessage(context.WithoutCancel(ctx), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					mu.Lock()
+					problems = append(problems, "delete: "+err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the consumers are polling
+	want := map[string][]string{}
+	for g := range 4 {
+		group := fmt.Sprint("g", g)
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i := range 10 {
+			body := fmt.Sprintf("%s-%d", group, i)
+			want[group] = append(want[group], body)
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body),
+				MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(body)})
+		}
+		if _, err := b.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries}); err != nil {
+			t.Fatalf("SendMessageBatch: %v", err)
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		mu.Lock()
+		done := fmt.Sprint(got) == fmt.Sprint(want)
+		n := 0
+		for _, l := range got {
+			n += len(l)
+		}
+		mu.Unlock()
+		if done || n >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if len(problems) > 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumed %v\nwant %v\n%s", got, want, strings.Join(problems, "\n"))
+	}
+}
+
+// testFIFOFollowerWaits: the worker's failure path. The failed message is
+// hidden for a retry delay, the one after it made visible at once: nothing
+// of the group comes until the failed one reappears, then both, in order.
+func testFIFOFollowerWaits(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "follow", map[string]string{"VisibilityTimeout": "30"})
+	sendEach(t, b, q, "A", "a1", "a2")
+	got := receiveN(t, b, q, 2)
+	if fmt.Sprint(bodies(got)) != "[a1 a2]" {
+		t.Fatalf("received %v, want a1 a2", bodies(got))
+	}
+	changeVisibility(t, b, q, got[0], 2)
+	changeVisibility(t, b, q, got[1], 0)
+	expectNone(t, b, q, "a2 waits behind a1's retry delay")
+	b.Sleep(2500 * time.Millisecond)
+	again := receiveN(t, b, q, 2)
+	if fmt.Sprint(bodies(again)) != "[a1 a2]" || receiveCount(t, again[0]) != 2 {
+		t.Fatalf("after a1's delay received %v, want a1 (receive 2) then a2", bodies(again))
+	}
+}
+
+// testFIFODedup: a deduplication id sent again within the interval is
+// accepted and not delivered again; content-based deduplication hashes the
+// body.
+func testFIFODedup(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "dedup", nil)
+	first := sendFIFO(t, b, q, "A", "same", "one")
+	again := sendFIFO(t, b, q, "A", "same", "two")
+	if aws.ToString(first.SequenceNumber) == "" || aws.ToString(again.MessageId) == "" {
+		t.Fatalf("sends: %+v %+v", first, again)
+	}
+	if got := bodies(receiveN(t, b, q, 1)); fmt.Sprint(got) != "[one]" {
+		t.Fatalf("received %v, want one", got)
+	}
+	expectNone(t, b, q, "the duplicate send is not delivered")
+	c := createFIFO(t, b, "content", map[string]string{"ContentBasedDeduplication": "true"})
+	sendFIFO(t, b, c, "A", "", "body")
+	sendFIFO(t, b, c, "A", "", "body")
+	m := receiveN(t, b, c, 1)
+	if len(m[0].Attributes["MessageDeduplicationId"]) == 0 {
+		t.Errorf("content-based deduplication id missing: %v", m[0].Attributes)
+	}
+	expectNone(t, b, c, "the same content is delivered once")
+}
+
+// testFIFORequired: a FIFO message needs a group, and a deduplication id
+// unless the queue deduplicates by content.
+func testFIFORequired(t *testing.T, b Backend) {
+	q := createFIFO(t, b, "required", nil)
+	_, err := b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("x"), MessageDeduplicationId: aws.String("d")})
+	if code := ErrorCode(err); code != "MissingParameter" {
+		t.Errorf("no MessageGroupId: %v, want MissingParameter", err)
+	}
+	_, err = b.SQS.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("x"), MessageGroupId: aws.String("A")})
+	if code := ErrorCode(err); code != "InvalidParameterValue" {
+		t.Errorf("no MessageDeduplicationId: %v, want InvalidParameterValue", err)
+	}
+}
+
+// testFIFORedrive: past maxReceiveCount a FIFO message moves to its FIFO
+// DLQ with its group; the group's next message follows in the same receive.
+func testFIFORedrive(t *testing.T, b Backend) {
+	dlq := createFIFO(t, b, "fdlq", nil)
+	q := createFIFO(t, b, "fsrc", map[string]string{"RedrivePolicy": redrivePolicy(dlq.arn, 1), "VisibilityTimeout": "30"})
+	sendEach(t, b, q, "A", "a1", "a2")
+	first := receiveNow(t, b, q, 1)
+	if fmt.Sprint(bodies(first)) != "[a1]" {
+		t.Fatalf("first receive %v", bodies(first))
+	}
+	changeVisibility(t, b, q, first[0], 0)
+	if got := bodies(receiveN(t, b, q, 1)); fmt.Sprint(got) != "[a2]" {
+		t.Fatalf("past maxReceiveCount received %v, want a2 (a1 moved to the DLQ)", got)
+	}
+	d := receiveN(t, b, dlq, 1)[0]
+	if aws.ToString(d.Body) != "a1" || d.Attributes["MessageGroupId"] != "A" {
+		t.Fatalf("DLQ holds %q in group %q, want a1 in A", aws.ToString(d.Body), d.Attributes["MessageGroupId"])
+	}
+}
+
+// testFIFOTarget: an EventBridge rule's FIFO queue target puts every event
+// in the target's message group (the queue deduplicates by content).
+func testFIFOTarget(t *testing.T, b Backend) {
+	bus := createBus(t, b, "fifo")
+	q := createFIFO(t, b, "replays", map[string]string{"ContentBasedDeduplication": "true"})
+	ctx := ctxFor(t)
+	if _, err := b.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r"), EventBusName: aws.String(bus.name), EventPattern: aws.String(`{"source":["app"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("r"), EventBusName: aws.String(bus.name), Targets: []ebtypes.Target{
+		{Id: aws.String("q"), Arn: aws.String(q.arn), SqsParameters: &ebtypes.SqsParameters{MessageGroupId: aws.String("replay")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	putEvents(t, b, ebtypes.PutEventsRequestEntry{EventBusName: aws.String(bus.name), Source: aws.String("app"), DetailType: aws.String("t"), Detail: aws.String(`{"n":1}`)})
+	m := receiveN(t, b, q, 1)[0]
+	if m.Attributes["MessageGroupId"] != "replay" {
+		t.Fatalf("delivered with attributes %v, want MessageGroupId replay", m.Attributes)
 	}
 }
 

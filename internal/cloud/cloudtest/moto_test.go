@@ -18,6 +18,8 @@ import (
 // documented behaviour; AWS wins, so they are skipped for moto only.
 var motoDivergences = []cloudtest.Divergence{
 	{Case: "SQS/MoveTaskBackToSource", Reason: "moto 5.x does not implement StartMessageMoveTask/ListMessageMoveTasks (HTTP 500); AWS redrives a DLQ back to its source queues"},
+	{Case: "SQS/FIFOGroupExclusiveWithConcurrentConsumers", Reason: "moto hands a FIFO group's next messages to concurrent long-polling consumers while one of the group is in flight (its group check is not atomic across requests); AWS never returns a group's message while another is in flight"},
+	{Case: "SQS/FIFOSequenceNumbersIncrease", Reason: "moto gives FIFO messages random SequenceNumbers; AWS documents that a group's sequence numbers only increase"},
 	{Case: "EventBridge/DeliveredEventShape", Reason: "moto omits the \"account\" field from the event it delivers to targets; AWS events always carry account"},
 	{Case: "EventBridge/DisabledRuleDoesNotDeliver", Reason: "moto delivers events to the targets of DISABLED rules; AWS documents that a disabled rule matches nothing"},
 	{Case: "EventBridge/PutEventsDetailMustBeObject", Reason: "moto accepts a Detail that is valid JSON but not an object; AWS answers MalformedDetail"},

@@ -350,7 +350,11 @@ func (c *Cloud) deliverLocked(ctx context.Context, b *bus, id string, e ebtypes.
 func (c *Cloud) deliverTargetLocked(ctx context.Context, r *rule, tg ebtypes.Target, event []byte, trace string) {
 	payload, err := targetInput(tg, event)
 	if err == nil {
-		err = c.sendToArnLocked(ctx, deref(tg.Arn), payload, trace, nil)
+		var group string
+		if tg.SqsParameters != nil {
+			group = deref(tg.SqsParameters.MessageGroupId)
+		}
+		err = c.sendToArnLocked(ctx, deref(tg.Arn), payload, trace, group, nil)
 	}
 	if err == nil {
 		c.metrics.Count("Invocations", 1)
@@ -402,16 +406,17 @@ func targetInput(tg ebtypes.Target, event []byte) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// sendToArnLocked delivers a payload to an SQS queue or SNS topic by ARN;
-// c.mu must be held.
-func (c *Cloud) sendToArnLocked(ctx context.Context, arn string, payload []byte, trace string, attrs map[string]sqstypes.MessageAttributeValue) error {
+// sendToArnLocked delivers a payload to an SQS queue (in message group
+// group, for a FIFO queue: its deduplication must be by content, as
+// EventBridge requires) or SNS topic by ARN; c.mu must be held.
+func (c *Cloud) sendToArnLocked(ctx context.Context, arn string, payload []byte, trace, group string, attrs map[string]sqstypes.MessageAttributeValue) error {
 	switch {
 	case strings.HasPrefix(arn, "arn:aws:sqs:"):
 		q := c.queueByArn(arn)
 		if q == nil {
 			return fmt.Errorf("queue %s does not exist", arn)
 		}
-		if _, err := c.sendLocked(q, sendSpec{body: string(payload), attrs: attrs, traceHeader: trace}); err != nil {
+		if _, err := c.sendLocked(q, sendSpec{body: string(payload), attrs: attrs, traceHeader: trace, groupID: group}); err != nil {
 			return fmt.Errorf("send to %s: %w", arn, err)
 		}
 		return nil

@@ -149,8 +149,33 @@ func TestQueueValidation(t *testing.T) {
 	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bad name!")}); cloudtest.ErrorCode(err) != "InvalidParameterValue" {
 		t.Errorf("bad queue name: %v", err)
 	}
-	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("f"), Attributes: map[string]string{"FifoQueue": "true"}}); err == nil {
-		t.Errorf("FIFO queues must be refused, not silently treated as standard")
+	// FIFO rules at creation: the name and the type agree; FIFO settings
+	// need a FIFO queue; per-group throughput needs per-group deduplication;
+	// a FIFO queue's dead-letter queue is FIFO.
+	fifoCases := []struct {
+		name  string
+		attrs map[string]string
+		code  string
+	}{
+		{"f", map[string]string{"FifoQueue": "true"}, "InvalidParameterValue"},
+		{"s.fifo", nil, "InvalidParameterValue"},
+		{"s2", map[string]string{"ContentBasedDeduplication": "true"}, "InvalidAttributeName"},
+		{"t.fifo", map[string]string{"FifoQueue": "true", "FifoThroughputLimit": "perMessageGroupId"}, "InvalidAttributeValue"},
+		{"u.fifo", map[string]string{"FifoQueue": "true", "DeduplicationScope": "everywhere"}, "InvalidAttributeValue"},
+	}
+	for _, fc := range fifoCases {
+		if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fc.name), Attributes: fc.attrs}); cloudtest.ErrorCode(err) != fc.code {
+			t.Errorf("CreateQueue(%s, %v) = %v, want %s", fc.name, fc.attrs, err, fc.code)
+		}
+	}
+	_, stdDLQArn := createQueue(t, c, "std-dlq", nil)
+	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("v.fifo"), Attributes: map[string]string{"FifoQueue": "true",
+		"RedrivePolicy": `{"deadLetterTargetArn":"` + stdDLQArn + `","maxReceiveCount":3}`}}); cloudtest.ErrorCode(err) != "InvalidAttributeValue" {
+		t.Errorf("FIFO queue with a standard DLQ: %v, want InvalidAttributeValue", err)
+	}
+	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("ok.fifo"), Attributes: map[string]string{"FifoQueue": "true",
+		"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId", "ContentBasedDeduplication": "true"}}); err != nil {
+		t.Errorf("a high-throughput FIFO queue: %v", err)
 	}
 	// A redrive policy given as a numeric string, as CloudFormation writes it.
 	_, dlqArn := createQueue(t, c, "dlq", nil)

@@ -307,7 +307,7 @@ func (c *Cloud) publishLocked(ctx context.Context, t *topic, p publication) stri
 				})
 				body = string(b)
 			}
-			if err := c.sendToArnLocked(ctx, s.endpoint, []byte(body), "", attrs); err != nil {
+			if err := c.sendToArnLocked(ctx, s.endpoint, []byte(body), "", "", attrs); err != nil {
 				c.log.Warn("sns: delivery to sqs failed; message dropped", "subscription_arn", s.arn, "err", err)
 			}
 		case "lambda":

@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -114,6 +115,24 @@ func (c *Cloud) isDLQ(q *sqsQueue) bool {
 	return false
 }
 
+// ListDeadLetterSourceQueues lists the URLs of the queues whose redrive
+// policy names the queue as their dead-letter queue, sorted (AWS pages them;
+// a template's handful fits one page).
+func (c *Cloud) ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, _ ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error) {
+	if in == nil {
+		return nil, opErr("SQS", "ListDeadLetterSourceQueues", required("ListDeadLetterSourceQueuesInput", "QueueUrl"))
+	}
+	return onQueue(c, "ListDeadLetterSourceQueues", in.QueueUrl, func(dlq *sqsQueue) (*sqs.ListDeadLetterSourceQueuesOutput, error) {
+		out := &sqs.ListDeadLetterSourceQueuesOutput{QueueUrls: []string{}}
+		for _, name := range slices.Sorted(maps.Keys(c.queues)) {
+			if rp, ok := c.queues[name].redrive(); ok && rp.DeadLetterTargetArn == dlq.arn {
+				out.QueueUrls = append(out.QueueUrls, c.queueURL(name))
+			}
+		}
+		return out, nil
+	})
+}
+
 func (q *sqsQueue) redrive() (redrive, bool) {
 	s, ok := q.attrs["RedrivePolicy"]
 	if !ok || s == "" {
@@ -122,6 +141,9 @@ func (q *sqsQueue) redrive() (redrive, bool) {
 	rp, err := parseRedrive(s)
 	return rp, err == nil
 }
+
+// fifo reports whether q is a FIFO queue.
+func (q *sqsQueue) fifo() bool { return q.attrs["FifoQueue"] == "true" }
 
 func (q *sqsQueue) intAttr(name string, def int) int {
 	if v, ok := q.attrs[name]; ok {
@@ -140,7 +162,9 @@ func (c *Cloud) seconds(n int) time.Duration {
 
 // configure hands the queue's attributes to the driver.
 func (c *Cloud) configure(q *sqsQueue) {
-	cfg := queue.Config{Retention: c.seconds(q.intAttr("MessageRetentionPeriod", defaultRetention))}
+	cfg := queue.Config{Retention: c.seconds(q.intAttr("MessageRetentionPeriod", defaultRetention)),
+		FIFO: q.fifo(), ContentDedup: q.attrs["ContentBasedDeduplication"] == "true",
+		DedupPerGroup: q.attrs["DeduplicationScope"] == "messageGroup", DedupWindow: c.scaled(queue.DefaultDedupWindow)}
 	if rp, ok := q.redrive(); ok {
 		if dlq := c.queueByArn(rp.DeadLetterTargetArn); dlq != nil {
 			cfg.DeadLetter, cfg.MaxReceives = dlq.name, rp.MaxReceiveCount
@@ -270,6 +294,22 @@ var queueAttrSpec = map[string]func(c *Cloud, v string) (string, error){
 	"KmsMasterKeyId":                anyValue,
 	"KmsDataKeyReusePeriodSeconds":  intRange(60, 86400),
 	"SqsManagedSseEnabled":          boolValue,
+	"FifoQueue":                     boolValue,
+	"ContentBasedDeduplication":     boolValue,
+	"DeduplicationScope":            oneOf("queue", "messageGroup"),
+	"FifoThroughputLimit":           oneOf("perQueue", "perMessageGroupId"),
+}
+
+// fifoAttrs are the attributes only a FIFO queue has.
+var fifoAttrs = []string{"ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
+
+func oneOf(values ...string) func(*Cloud, string) (string, error) {
+	return func(_ *Cloud, v string) (string, error) {
+		if !slices.Contains(values, v) {
+			return "", fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+		}
+		return v, nil
+	}
 }
 
 func intRange(lo, hi int) func(*Cloud, string) (string, error) {
@@ -326,12 +366,28 @@ func validRedrive(c *Cloud, v string) (string, error) {
 	return string(b), nil
 }
 
-func (c *Cloud) validateQueueAttrs(in map[string]string) (map[string]string, error) {
+// validateQueueAttrs checks the attributes given for the queue named name
+// (an existing queue's, when cur is not nil, for SetQueueAttributes) the way
+// SQS does, FIFO rules included, and returns their canonical values.
+func (c *Cloud) validateQueueAttrs(name string, in map[string]string, cur *sqsQueue) (map[string]string, error) {
+	fifo := in["FifoQueue"] == "true"
+	if cur != nil {
+		if _, ok := in["FifoQueue"]; ok {
+			return nil, &sqstypes.InvalidAttributeName{Message: aws.String("Unknown Attribute FifoQueue.")}
+		}
+		fifo = cur.fifo()
+	} else if fifo != strings.HasSuffix(name, ".fifo") {
+		return nil, apiErr("InvalidParameterValue", "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length; a standard queue's name cannot end with .fifo.")
+	}
+	if !fifo {
+		for _, k := range fifoAttrs {
+			if _, ok := in[k]; ok {
+				return nil, &sqstypes.InvalidAttributeName{Message: aws.String("Unknown Attribute " + k + ".")}
+			}
+		}
+	}
 	out := make(map[string]string, len(in))
 	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if k == "FifoQueue" || k == "ContentBasedDeduplication" || k == "DeduplicationScope" || k == "FifoThroughputLimit" {
-			return nil, apiErr("UnsupportedOperation", "mem: FIFO queues are not supported")
-		}
 		spec, ok := queueAttrSpec[k]
 		if !ok {
 			return nil, &sqstypes.InvalidAttributeName{Message: aws.String("Unknown Attribute " + k + ".")}
@@ -342,12 +398,33 @@ func (c *Cloud) validateQueueAttrs(in map[string]string) (map[string]string, err
 		}
 		out[k] = v
 	}
+	if rp, ok := out["RedrivePolicy"]; ok && rp != "" {
+		p, _ := parseRedrive(rp)
+		if dlq := c.queueByArn(p.DeadLetterTargetArn); dlq != nil && dlq.fifo() != fifo {
+			return nil, &sqstypes.InvalidAttributeValue{Message: aws.String("Invalid value for the parameter RedrivePolicy. Reason: Dead-letter queue must be same type of queue as the source.")}
+		}
+	}
+	if out["FifoThroughputLimit"] == "perMessageGroupId" && cmp.Or(out["DeduplicationScope"], attrOf(cur, "DeduplicationScope")) != "messageGroup" {
+		return nil, &sqstypes.InvalidAttributeValue{Message: aws.String("Invalid value for the parameter FifoThroughputLimit. Reason: perMessageGroupId requires DeduplicationScope messageGroup.")}
+	}
 	return out, nil
 }
 
+func attrOf(q *sqsQueue, name string) string {
+	if q == nil {
+		return ""
+	}
+	return q.attrs[name]
+}
+
+// validQueueName is SQS's rule for queue names: validName of at most 80,
+// the ".fifo" suffix included.
+func validQueueName(n string) bool {
+	return len(n) <= 80 && validName(strings.TrimSuffix(n, ".fifo"), 80)
+}
+
 // validName reports whether n is 1 to max letters, digits, hyphens and
-// underscores: SQS's rule for queue names and batch entry ids, and SNS's
-// for topic names.
+// underscores: SQS's rule for batch entry ids, and SNS's for topic names.
 func validName(n string, max int) bool {
 	if n == "" || len(n) > max {
 		return false
@@ -360,7 +437,8 @@ func validName(n string, max int) bool {
 	return true
 }
 
-// CreateQueue creates a standard queue, or returns the URL of an existing
+// CreateQueue creates a queue (FIFO with FifoQueue "true" and a ".fifo"
+// name), or returns the URL of an existing
 // queue with that name when the given attributes agree with it (AWS's
 // idempotency); different values fail with QueueNameExists.
 func (c *Cloud) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
@@ -369,11 +447,11 @@ func (c *Cloud) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, _ ...
 		return nil, opErr("SQS", op, required("CreateQueueInput", "QueueName"))
 	}
 	name := *in.QueueName
-	if !validName(name, 80) {
+	if !validQueueName(name) {
 		return nil, opErr("SQS", op, apiErr("InvalidParameterValue", "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"))
 	}
 	return locked(c, "SQS", op, func() (*sqs.CreateQueueOutput, error) {
-		attrs, err := c.validateQueueAttrs(in.Attributes)
+		attrs, err := c.validateQueueAttrs(name, in.Attributes, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -418,7 +496,7 @@ func (c *Cloud) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttribut
 		return nil, opErr("SQS", op, required("SetQueueAttributesInput", "QueueUrl, Attributes"))
 	}
 	return onQueue(c, op, in.QueueUrl, func(q *sqsQueue) (*sqs.SetQueueAttributesOutput, error) {
-		attrs, err := c.validateQueueAttrs(in.Attributes)
+		attrs, err := c.validateQueueAttrs(q.name, in.Attributes, q)
 		if err != nil {
 			return nil, err
 		}
@@ -460,6 +538,12 @@ func (c *Cloud) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttribut
 			"ApproximateNumberOfMessages":           strconv.Itoa(st.Visible),
 			"ApproximateNumberOfMessagesNotVisible": strconv.Itoa(st.InFlight),
 			"ApproximateNumberOfMessagesDelayed":    strconv.Itoa(st.Delayed),
+		}
+		if q.fifo() {
+			all["FifoQueue"] = "true"
+			all["ContentBasedDeduplication"] = cmp.Or(q.attrs["ContentBasedDeduplication"], "false")
+			all["DeduplicationScope"] = cmp.Or(q.attrs["DeduplicationScope"], "queue")
+			all["FifoThroughputLimit"] = cmp.Or(q.attrs["FifoThroughputLimit"], "perQueue")
 		}
 		for _, k := range []string{"RedrivePolicy", "RedriveAllowPolicy", "Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled"} {
 			if v, ok := q.attrs[k]; ok {
@@ -515,13 +599,16 @@ func (c *Cloud) sendLocked(q *sqsQueue, s sendSpec) (sendResult, error) {
 	if delay == 0 {
 		delay = q.intAttr("DelaySeconds", 0)
 	}
-	m, err := c.sqs.Send(q.name, queue.Message{Body: s.body, Attributes: s.attrs, TraceHeader: s.traceHeader}, c.seconds(delay))
+	m, err := c.sqs.Send(q.name, queue.Message{Body: s.body, Attributes: s.attrs, TraceHeader: s.traceHeader,
+		GroupID: s.groupID, DedupID: s.dedupID}, c.seconds(delay))
 	if err != nil {
 		return sendResult{}, err
 	}
-	c.metrics.Count("NumberOfMessagesSent", 1)
-	c.broadcastLocked()
-	r := sendResult{id: m.ID, md5Body: md5Hex(s.body), md5Attrs: md5OfAttributes(s.attrs)}
+	if !m.Deduplicated {
+		c.metrics.Count("NumberOfMessagesSent", 1)
+		c.broadcastLocked()
+	}
+	r := sendResult{id: m.ID, md5Body: md5Hex(s.body), md5Attrs: md5OfAttributes(s.attrs), sequence: m.Sequence}
 	if s.traceHeader != "" {
 		r.md5Sys = md5OfAttributes(map[string]sqstypes.MessageAttributeValue{
 			"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(s.traceHeader)},
@@ -537,11 +624,13 @@ func (c *Cloud) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...
 		return nil, opErr("SQS", op, required("SendMessageInput", "QueueUrl, MessageBody"))
 	}
 	return onQueue(c, op, in.QueueUrl, func(q *sqsQueue) (*sqs.SendMessageOutput, error) {
-		r, err := c.sendLocked(q, sendSpec{body: *in.MessageBody, delay: in.DelaySeconds, attrs: in.MessageAttributes, sysAttrs: in.MessageSystemAttributes})
+		r, err := c.sendLocked(q, sendSpec{body: *in.MessageBody, delay: in.DelaySeconds, attrs: in.MessageAttributes, sysAttrs: in.MessageSystemAttributes,
+			groupID: deref(in.MessageGroupId), dedupID: deref(in.MessageDeduplicationId)})
 		if err != nil {
 			return nil, err
 		}
-		return &sqs.SendMessageOutput{MessageId: aws.String(r.id), MD5OfMessageBody: aws.String(r.md5Body), MD5OfMessageAttributes: optional(r.md5Attrs), MD5OfMessageSystemAttributes: optional(r.md5Sys)}, nil
+		return &sqs.SendMessageOutput{MessageId: aws.String(r.id), MD5OfMessageBody: aws.String(r.md5Body), MD5OfMessageAttributes: optional(r.md5Attrs),
+			MD5OfMessageSystemAttributes: optional(r.md5Sys), SequenceNumber: optional(r.sequence)}, nil
 	})
 }
 
@@ -553,10 +642,11 @@ func (c *Cloud) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 	}
 	res, err := batch(c, op, in.QueueUrl, in.Entries, func(e sqstypes.SendMessageBatchRequestEntry) *string { return e.Id },
 		func(q *sqsQueue, e sqstypes.SendMessageBatchRequestEntry) (sqstypes.SendMessageBatchResultEntry, error) {
-			r, err := c.sendLocked(q, sendSpec{body: deref(e.MessageBody), delay: e.DelaySeconds, attrs: e.MessageAttributes, sysAttrs: e.MessageSystemAttributes})
+			r, err := c.sendLocked(q, sendSpec{body: deref(e.MessageBody), delay: e.DelaySeconds, attrs: e.MessageAttributes, sysAttrs: e.MessageSystemAttributes,
+				groupID: deref(e.MessageGroupId), dedupID: deref(e.MessageDeduplicationId)})
 			return sqstypes.SendMessageBatchResultEntry{
 				Id: e.Id, MessageId: aws.String(r.id), MD5OfMessageBody: aws.String(r.md5Body),
-				MD5OfMessageAttributes: optional(r.md5Attrs), MD5OfMessageSystemAttributes: optional(r.md5Sys),
+				MD5OfMessageAttributes: optional(r.md5Attrs), MD5OfMessageSystemAttributes: optional(r.md5Sys), SequenceNumber: optional(r.sequence),
 			}, err
 		})
 	if err != nil {

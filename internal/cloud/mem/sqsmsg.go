@@ -24,10 +24,55 @@ type sendSpec struct {
 	attrs       map[string]sqstypes.MessageAttributeValue
 	sysAttrs    map[string]sqstypes.MessageSystemAttributeValue
 	traceHeader string
+	groupID     string // MessageGroupId (FIFO; fair queues accept it too)
+	dedupID     string // MessageDeduplicationId (FIFO only)
 }
 
 type sendResult struct {
-	id, md5Body, md5Attrs, md5Sys string
+	id, md5Body, md5Attrs, md5Sys, sequence string
+}
+
+// validFIFOID reports whether s is a MessageGroupId or
+// MessageDeduplicationId SQS takes: 1 to 128 ASCII letters, digits and
+// punctuation.
+func validFIFOID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '!' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// validateFIFO applies SQS's rules on a message's FIFO parameters: a FIFO
+// queue needs a group and an id (or content-based deduplication) and takes
+// no per-message delay; a standard queue takes no deduplication id.
+func (q *sqsQueue) validateFIFO(s *sendSpec) error {
+	if s.groupID != "" && !validFIFOID(s.groupID) {
+		return apiErr("InvalidParameterValue", "Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", s.groupID)
+	}
+	if s.dedupID != "" && !validFIFOID(s.dedupID) {
+		return apiErr("InvalidParameterValue", "Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", s.dedupID)
+	}
+	if !q.fifo() {
+		if s.dedupID != "" {
+			return apiErr("InvalidParameterValue", "The request include parameter that is not valid for this queue type")
+		}
+		return nil
+	}
+	if s.groupID == "" {
+		return apiErr("MissingParameter", "The request must contain the parameter MessageGroupId.")
+	}
+	if s.dedupID == "" && q.attrs["ContentBasedDeduplication"] != "true" {
+		return apiErr("InvalidParameterValue", "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+	}
+	if s.delay != 0 {
+		return apiErr("InvalidParameterValue", "Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.", s.delay)
+	}
+	return nil
 }
 
 // validateSend checks a message the way SQS does before accepting it.
@@ -40,6 +85,9 @@ func (q *sqsQueue) validateSend(s *sendSpec) error {
 	}
 	if s.delay < 0 || s.delay > maxDelay {
 		return apiErr("InvalidParameterValue", "Value %d for parameter DelaySeconds is invalid. Reason: must be between 0 and %d, if provided.", s.delay, maxDelay)
+	}
+	if err := q.validateFIFO(s); err != nil {
+		return err
 	}
 	if len(s.attrs) > maxMessageAttributes {
 		return apiErr("InvalidParameterValue", "Number of message attributes [%d] exceeds the allowed maximum [%d].", len(s.attrs), maxMessageAttributes)
@@ -113,6 +161,15 @@ func (c *Cloud) render(m queue.Message, in *sqs.ReceiveMessageInput) sqstypes.Me
 	}
 	if m.TraceHeader != "" {
 		sys["AWSTraceHeader"] = m.TraceHeader
+	}
+	if m.GroupID != "" {
+		sys["MessageGroupId"] = m.GroupID
+	}
+	if m.DedupID != "" {
+		sys["MessageDeduplicationId"] = m.DedupID
+	}
+	if m.Sequence != "" {
+		sys["SequenceNumber"] = m.Sequence
 	}
 	want := map[string]bool{}
 	//lint:ignore SA1019 callers still send the deprecated field and SQS still honours it

@@ -1,7 +1,8 @@
 // Package webhookfn wires the webhook function: the channel secrets from
-// SSM, an EventBridge publisher, and the ingress core. functions/webhook and
-// `linegate local` both build the webhook here. It links EventBridge only:
-// no DynamoDB, SNS or LINE client reaches the binary LINE waits on.
+// SSM, an EventBridge publisher, the chat queue sender, and the ingress core.
+// functions/webhook and `linegate local` both build the webhook here. It
+// links EventBridge and SQS only: no DynamoDB, SNS or LINE client reaches
+// the binary LINE waits on.
 package webhookfn
 
 import (
@@ -9,7 +10,9 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/eventbus"
@@ -23,8 +26,15 @@ type EventPutter interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// New resolves the secrets and builds the webhook core publishing to bus.
-func New(ctx context.Context, cfg config.Webhook, bus EventPutter, c compose.Common) (*ingress.Handler, error) {
+// QueueSender is the one SQS call the webhook makes: a batch of chat events
+// to the FIFO chat queue.
+type QueueSender interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// New resolves the secrets and builds the webhook core publishing to bus
+// and sending chat events to queue, both within the publish deadline.
+func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSender, c compose.Common) (*ingress.Handler, error) {
 	c = c.WithDefaults()
 	vals, err := secrets.Resolve(ctx, c.SSM, cfg.Secret, cfg.PreviousSecret)
 	if err != nil {
@@ -32,7 +42,8 @@ func New(ctx context.Context, cfg config.Webhook, bus EventPutter, c compose.Com
 	}
 	pub := eventbus.NewPublisher(bus, cfg.BusName, eventbus.WithSource(cfg.Source), eventbus.WithDeadline(cfg.PublishDeadline),
 		eventbus.WithLogger(c.Logger), eventbus.WithMetrics(c.Metrics))
-	return ingress.New(pub,
+	chats := chatqueue.New(queue, cfg.ChatQueueURL, chatqueue.Config{Deadline: cfg.PublishDeadline, Log: c.Logger, Metrics: c.Metrics})
+	return ingress.New(pub, ingress.WithChatQueue(chats), ingress.WithSource(cfg.Source), ingress.WithRegion(cfg.Region),
 		ingress.WithSecrets(vals...), ingress.WithMaxBodyBytes(cfg.MaxBodyBytes), ingress.WithBotUserID(cfg.BotUserID),
 		ingress.WithLogger(c.Logger), ingress.WithMetrics(c.Metrics), ingress.WithTraceHeader(telemetry.TraceHeader))
 }

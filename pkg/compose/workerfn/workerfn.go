@@ -1,6 +1,7 @@
 // Package workerfn wires the worker function: the access token from SSM, a
 // LINE client per record, the idempotency store, crash reports to the ops
-// topic, tracing, and the bot the caller passes in. functions/worker and
+// topic, the SQS calls on its own queues (dead letters, retry delays, the
+// long-work hand-off), tracing, and the bot the caller passes in. functions/worker and
 // `linegate local` both build the worker here; the bot is always the
 // caller's (a user's bot is their handlers plus one line in main).
 package workerfn
@@ -30,10 +31,12 @@ type TopicPublisher interface {
 	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
 }
 
-// Queues is the worker's SQS surface besides its event sources: holding a
-// result (SendMessage), resending held results (Receive, Delete,
-// ChangeMessageVisibility) and redriving a DLQ from an alert card (the
-// calls of pkg/redrive).
+// Queues is the worker's SQS surface besides its event sources: settling a
+// failed record (a source queue's redrive policy, a record's visibility, a
+// send to its dead-letter queue), handing long work to the long-work queue,
+// holding a result (SendMessage), resending held results (Receive, Delete,
+// ChangeMessageVisibility) and redriving a DLQ from an alert card (the calls
+// of pkg/redrive).
 type Queues interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
@@ -43,6 +46,7 @@ type Queues interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
 	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
+	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
 // Deps are the worker's ports besides the bot.
@@ -52,9 +56,12 @@ type Deps struct {
 	// (bot.Once) and chat sessions (Event.Session) live there too.
 	Store idempotency.Store
 	Ops   TopicPublisher // crash reports and the held notice; nil (or no OPS_TOPIC_ARN) disables them
-	// Queues holds pushes LINE refused for the monthly limit in the
-	// HeldQueue (HELD_QUEUE_URL), resends them and redrives DLQs for
-	// ChatOps; nil disables holding (the push fails) and those buttons.
+	// Queues acts on the queues records come from (dead letters, retry
+	// delays, deferred records of a failed chat, long work), holds pushes
+	// LINE refused for the monthly limit in the HeldQueue (HELD_QUEUE_URL),
+	// resends them and redrives DLQs for ChatOps. nil leaves failures to
+	// SQS's visibility timeout and redrive, runs long routes in place, and
+	// disables holding (the push fails) and those buttons.
 	Queues Queues
 	// Silencer mutes an alarm for ChatOps' Silence button; nil disables it.
 	Silencer chatops.Silencer
@@ -108,6 +115,9 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	}
 	if d.Ops != nil && cfg.OpsTopicARN != "" {
 		opts = append(opts, worker.WithCrashReports(d.Ops, cfg.OpsTopicARN))
+	}
+	if d.Queues != nil {
+		opts = append(opts, worker.WithQueues(d.Queues), worker.WithLongQueue(cfg.LongQueueURL))
 	}
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))

@@ -1,7 +1,10 @@
-// Package queue is the semantics of SQS standard queues without the SDK:
-// messages kept in send order, delays, visibility timeouts, receive counts
-// and receipt handles, retention, the redrive to a dead-letter queue after
-// maxReceiveCount, and the moves a redrive task makes. The in-memory SQS in
+// Package queue is the semantics of SQS queues without the SDK: messages
+// kept in send order, delays, visibility timeouts, receive counts and
+// receipt handles, retention, the redrive to a dead-letter queue after
+// maxReceiveCount, and the moves a redrive task makes; and for FIFO queues
+// message groups (a group's next message is never returned while one of the
+// group is in flight), deduplication within a window (by id or content, per
+// queue or per group) and sequence numbers. The in-memory SQS in
 // package mem is a thin adapter from the SDK's request and response shapes
 // onto a Set; what is decided here is decided once for SendMessage and
 // SendMessageBatch, for an EventBridge target and an SNS subscription.
@@ -14,8 +17,11 @@
 package queue
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +42,13 @@ const (
 	ErrInvalidHandle Error = "queue: receipt handle is not one of this queue's"  // the handle was not made by this queue
 	ErrStaleHandle   Error = "queue: receipt handle is not the message's latest" // the message is gone, or was received again since
 	ErrNotInFlight   Error = "queue: message is not in flight"                   // its visibility timeout has already ended
+	ErrNoGroup       Error = "queue: a FIFO queue's message needs a group"       // FIFO: no MessageGroupId
+	ErrNoDedup       Error = "queue: a FIFO queue's message needs a deduplication id or content-based deduplication"
 )
+
+// DefaultDedupWindow is SQS's deduplication interval: a FIFO message whose
+// deduplication id was sent within it is accepted and dropped.
+const DefaultDedupWindow = 5 * time.Minute
 
 // Config is what a queue's attributes mean to its messages.
 type Config struct {
@@ -46,6 +58,15 @@ type Config struct {
 	// once more after MaxReceives receives; "" disables the redrive.
 	DeadLetter  string
 	MaxReceives int
+	// FIFO makes the queue first-in-first-out per message group.
+	FIFO bool
+	// ContentDedup deduplicates messages without an id by the SHA-256 of
+	// their body; DedupPerGroup scopes deduplication ids to their group
+	// (DeduplicationScope messageGroup). DedupWindow is how long an id is
+	// remembered (0: DefaultDedupWindow).
+	ContentDedup  bool
+	DedupPerGroup bool
+	DedupWindow   time.Duration
 }
 
 // Message is a message as its queue keeps it. Send fills ID and Sent; a
@@ -59,6 +80,14 @@ type Message struct {
 	// Handle is the receipt handle of the latest receive: only it deletes
 	// the message or changes its visibility.
 	Handle string
+	// GroupID and DedupID are a FIFO message's MessageGroupId and
+	// MessageDeduplicationId (the content hash under content-based
+	// deduplication); Sequence is the SequenceNumber Send gave it.
+	GroupID, DedupID, Sequence string
+	// Deduplicated is set by Send when the message repeats a deduplication
+	// id sent within the window: it was accepted and not enqueued, and the
+	// returned message is the one first sent.
+	Deduplicated bool
 }
 
 // Received is the outcome of one receive.
@@ -87,16 +116,24 @@ type entry struct {
 }
 
 type box struct {
-	name string
-	cfg  Config
-	msgs []*entry // in send order
-	byID map[string]*entry
+	name  string
+	cfg   Config
+	msgs  []*entry // in send order
+	byID  map[string]*entry
+	dedup map[string]sentOnce // FIFO: deduplication key -> first send
+}
+
+// sentOnce is the first send of a deduplication id.
+type sentOnce struct {
+	msg Message
+	at  time.Time
 }
 
 // Set holds named queues. Create it with New.
 type Set struct {
 	now    func() time.Time
 	queues map[string]*box
+	seq    uint64 // the last sequence number given
 }
 
 // New returns an empty Set whose "now" is the given clock.
@@ -108,8 +145,11 @@ func New(now func() time.Time) *Set {
 func (s *Set) Configure(name string, cfg Config) {
 	b, ok := s.queues[name]
 	if !ok {
-		b = &box{name: name, byID: map[string]*entry{}}
+		b = &box{name: name, byID: map[string]*entry{}, dedup: map[string]sentOnce{}}
 		s.queues[name] = b
+	}
+	if cfg.DedupWindow <= 0 {
+		cfg.DedupWindow = DefaultDedupWindow
 	}
 	b.cfg = cfg
 }
@@ -123,20 +163,74 @@ func (s *Set) box(name string) (*box, error) {
 }
 
 // Send appends m, hidden for delay, and returns it with its ID and Sent set.
+// On a FIFO queue m needs a GroupID (ErrNoGroup) and a DedupID unless the
+// queue deduplicates by content (ErrNoDedup); it gets the next Sequence. A
+// FIFO message whose deduplication id was sent within the window is not
+// enqueued: the first send is returned, marked Deduplicated.
 func (s *Set) Send(name string, m Message, delay time.Duration) (Message, error) {
 	b, err := s.box(name)
 	if err != nil {
 		return Message{}, err
 	}
 	now := s.now()
-	m.ID, m.Sent, m.Receives, m.FirstReceive, m.Handle = uuid.NewString(), now, 0, time.Time{}, ""
+	m.ID, m.Sent, m.Receives, m.FirstReceive, m.Handle, m.Deduplicated = uuid.NewString(), now, 0, time.Time{}, "", false
+	if b.cfg.FIFO {
+		key, err := b.dedupKey(&m)
+		if err != nil {
+			return Message{}, err
+		}
+		if first, ok := b.dedup[key]; ok && now.Sub(first.at) < b.cfg.DedupWindow {
+			first.msg.Deduplicated = true
+			return first.msg, nil
+		}
+		s.seq++
+		m.Sequence = fmt.Sprintf("%020d", sequenceBase+s.seq)
+		b.dedup[key] = sentOnce{msg: m, at: now}
+		b.forgetDedup(now)
+	}
 	b.push(&entry{Message: m, visibleAt: now.Add(delay)})
 	return m, nil
 }
 
+// sequenceBase makes sequence numbers look like SQS's: large, and only
+// increasing.
+const sequenceBase = 18_000_000_000_000_000_000
+
+// dedupKey checks a FIFO message's group and deduplication id (filling it
+// from the body under content-based deduplication) and returns the key it
+// is deduplicated under.
+func (b *box) dedupKey(m *Message) (string, error) {
+	if m.GroupID == "" {
+		return "", ErrNoGroup
+	}
+	if m.DedupID == "" {
+		if !b.cfg.ContentDedup {
+			return "", ErrNoDedup
+		}
+		sum := sha256.Sum256([]byte(m.Body))
+		m.DedupID = hex.EncodeToString(sum[:])
+	}
+	if b.cfg.DedupPerGroup {
+		return m.GroupID + "\x00" + m.DedupID, nil
+	}
+	return m.DedupID, nil
+}
+
+// forgetDedup drops deduplication ids older than the window.
+func (b *box) forgetDedup(now time.Time) {
+	for k, v := range b.dedup {
+		if now.Sub(v.at) >= b.cfg.DedupWindow {
+			delete(b.dedup, k)
+		}
+	}
+}
+
 // Receive hides up to max visible messages for visibility and returns
 // them, oldest first. A message already received MaxReceives times moves to
-// the dead-letter queue instead, visible there at once.
+// the dead-letter queue instead, visible there at once. On a FIFO queue a
+// group's messages come in send order and stop at its first message that is
+// not visible: while one of a group is in flight (or hidden), none after it
+// is returned.
 func (s *Set) Receive(name string, max int, visibility time.Duration) (Received, error) {
 	b, err := s.box(name)
 	if err != nil {
@@ -146,10 +240,17 @@ func (s *Set) Receive(name string, max int, visibility time.Duration) (Received,
 	b.expire(now)
 	dlq := s.queues[b.cfg.DeadLetter]
 	var r Received
+	blocked := map[string]bool{} // FIFO: groups with a message not visible
 	for _, e := range append([]*entry(nil), b.msgs...) {
+		if b.cfg.FIFO && blocked[e.GroupID] {
+			continue
+		}
 		if now.Before(e.visibleAt) {
 			if d := e.visibleAt.Sub(now); r.Next == 0 || d < r.Next {
 				r.Next = d
+			}
+			if b.cfg.FIFO {
+				blocked[e.GroupID] = true
 			}
 			continue
 		}
@@ -286,7 +387,8 @@ func (s *Set) Move(src, dst string) (moved, stuck int, err error) {
 		}
 		delete(from.byID, e.ID)
 		m := e.Message
-		*e = entry{Message: Message{ID: m.ID, Body: m.Body, TraceHeader: m.TraceHeader, Attributes: m.Attributes, Sent: m.Sent}, visibleAt: now}
+		*e = entry{Message: Message{ID: m.ID, Body: m.Body, TraceHeader: m.TraceHeader, Attributes: m.Attributes, Sent: m.Sent,
+			GroupID: m.GroupID, DedupID: m.DedupID, Sequence: m.Sequence}, visibleAt: now}
 		target.push(e)
 		moved++
 	}
