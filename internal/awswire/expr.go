@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 these are DynamoDB's own ValidationException messages, capitalized as AWS sends them to the SDK
+
 package awswire
 
 import (
