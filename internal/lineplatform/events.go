@@ -50,7 +50,7 @@ type event struct {
 	Source          source          `json:"source"`
 	WebhookEventID  string          `json:"webhookEventId"`
 	DeliveryContext deliveryContext `json:"deliveryContext"`
-	Message         *textMessage    `json:"message,omitempty"`
+	Message         *messageContent `json:"message,omitempty"`
 	Follow          *followDetail   `json:"follow,omitempty"`
 	Postback        *postback       `json:"postback,omitempty"`
 }
@@ -58,6 +58,7 @@ type event struct {
 type source struct {
 	Type    string `json:"type"`
 	GroupID string `json:"groupId,omitempty"`
+	RoomID  string `json:"roomId,omitempty"`
 	UserID  string `json:"userId,omitempty"`
 }
 
@@ -65,11 +66,55 @@ type deliveryContext struct {
 	IsRedelivery bool `json:"isRedelivery"`
 }
 
-type textMessage struct {
-	ID         string `json:"id"`
-	Type       string `json:"type"`
-	QuoteToken string `json:"quoteToken"`
-	Text       string `json:"text"`
+// messageContent is a message event's message: the fields of LINE's
+// text, sticker, image and location contents, in their order; the ones a
+// type does not have are left out.
+type messageContent struct {
+	ID                  string           `json:"id"`
+	Type                string           `json:"type"`
+	QuoteToken          string           `json:"quoteToken,omitempty"`
+	Text                string           `json:"text,omitempty"`
+	Emojis              []Emoji          `json:"emojis,omitempty"`
+	PackageID           string           `json:"packageId,omitempty"`
+	StickerID           string           `json:"stickerId,omitempty"`
+	StickerResourceType string           `json:"stickerResourceType,omitempty"`
+	ContentProvider     *contentProvider `json:"contentProvider,omitempty"`
+	Title               string           `json:"title,omitempty"`
+	Address             string           `json:"address,omitempty"`
+	Latitude            *float64         `json:"latitude,omitempty"`
+	Longitude           *float64         `json:"longitude,omitempty"`
+}
+
+type contentProvider struct {
+	Type string `json:"type"`
+}
+
+// Emoji is a LINE emoji in a text a user sent: its placeholder's position
+// and length in the text (in UTF-16 code units, as LINE counts), and which
+// emoji it is.
+type Emoji struct {
+	Index     int    `json:"index"`
+	Length    int    `json:"length"`
+	ProductID string `json:"productId"`
+	EmojiID   string `json:"emojiId"`
+}
+
+// Source is the chat an event comes from: a one-to-one chat with a user
+// (UserID), a group (GroupID) or a multi-person room (RoomID), with the
+// UserID of the member who acted when there is one.
+type Source struct {
+	UserID, GroupID, RoomID string
+}
+
+// wire is s as LINE writes it: the type follows from which ID is set.
+func (s Source) wire() source {
+	switch {
+	case s.GroupID != "":
+		return source{Type: "group", GroupID: s.GroupID, UserID: s.UserID}
+	case s.RoomID != "":
+		return source{Type: "room", RoomID: s.RoomID, UserID: s.UserID}
+	}
+	return source{Type: "user", UserID: s.UserID}
 }
 
 type followDetail struct {
@@ -78,6 +123,65 @@ type followDetail struct {
 
 type postback struct {
 	Data string `json:"data"`
+}
+
+// TextFrom builds a text message event from src; emojis are the LINE emoji
+// the text carries (nil for none).
+func (p *Platform) TextFrom(src Source, text string, emojis []Emoji, opts ...EventOption) json.RawMessage {
+	return p.build("message", src.wire(), opts, func(e *event, _ *eventSpec) {
+		e.Message = p.textMessage(text)
+		e.Message.Emojis = emojis
+	})
+}
+
+// StickerFrom builds a sticker message event from src (a STATIC sticker of
+// the package).
+func (p *Platform) StickerFrom(src Source, packageID, stickerID string, opts ...EventOption) json.RawMessage {
+	return p.build("message", src.wire(), opts, func(e *event, _ *eventSpec) {
+		e.Message = &messageContent{ID: p.entropy.messageID(), Type: "sticker", QuoteToken: p.entropy.base64(32),
+			PackageID: packageID, StickerID: stickerID, StickerResourceType: "STATIC"}
+	})
+}
+
+// ImageFrom builds an image message event from src, as LINE sends a photo
+// taken in the app: its content is on LINE's servers (contentProvider line).
+func (p *Platform) ImageFrom(src Source, opts ...EventOption) json.RawMessage {
+	return p.build("message", src.wire(), opts, func(e *event, _ *eventSpec) {
+		e.Message = &messageContent{ID: p.entropy.messageID(), Type: "image", QuoteToken: p.entropy.base64(32),
+			ContentProvider: &contentProvider{Type: "line"}}
+	})
+}
+
+// LocationFrom builds a location message event from src.
+func (p *Platform) LocationFrom(src Source, title, address string, latitude, longitude float64, opts ...EventOption) json.RawMessage {
+	return p.build("message", src.wire(), opts, func(e *event, _ *eventSpec) {
+		e.Message = &messageContent{ID: p.entropy.messageID(), Type: "location", Title: title, Address: address,
+			Latitude: &latitude, Longitude: &longitude}
+	})
+}
+
+// PostbackFrom builds the event LINE sends when a member of src taps a
+// postback action carrying data.
+func (p *Platform) PostbackFrom(src Source, data string, opts ...EventOption) json.RawMessage {
+	return p.build("postback", src.wire(), opts, func(e *event, _ *eventSpec) {
+		e.Postback = &postback{Data: data}
+	})
+}
+
+// Join builds the event LINE sends when the bot joins the group or room of
+// src.
+func (p *Platform) Join(src Source, opts ...EventOption) json.RawMessage {
+	w := src.wire()
+	w.UserID = "" // LINE's join events name the chat only
+	return p.build("join", w, opts, func(*event, *eventSpec) {})
+}
+
+// Leave builds the event LINE sends when the bot is removed from the group
+// or room of src. It carries no reply token.
+func (p *Platform) Leave(src Source, opts ...EventOption) json.RawMessage {
+	w := src.wire()
+	w.UserID = ""
+	return p.build("leave", w, append([]EventOption{noReply}, opts...), func(*event, *eventSpec) {})
 }
 
 // Text builds a text message event from a user in a one-to-one chat.
@@ -139,8 +243,8 @@ func (p *Platform) build(typ string, src source, opts []EventOption, fill func(*
 	return marshal(e)
 }
 
-func (p *Platform) textMessage(text string) *textMessage {
-	return &textMessage{
+func (p *Platform) textMessage(text string) *messageContent {
+	return &messageContent{
 		ID:         p.entropy.messageID(),
 		Type:       "text",
 		QuoteToken: p.entropy.base64(32),
