@@ -222,6 +222,12 @@ func WithMaxRecords(n int) Option {
 // lock.
 func WithOnLoading(f func(LoadingCall)) Option { return func(s *Server) { s.onLoading = f } }
 
+// WithOnRecord calls f with every accepted send (a reply or a push), in the
+// order the Server accepted them: the local console shows each as the chat
+// user would see it. f runs under the Server's lock, so it must be quick and
+// must not call the Server.
+func WithOnRecord(f func(Record)) Option { return func(s *Server) { s.onRecord = f } }
+
 // WithBotInfo sets the body of GET /v2/bot/info.
 func WithBotInfo(b BotInfo) Option { return func(s *Server) { s.botInfo = b } }
 
@@ -239,6 +245,7 @@ type Server struct {
 	newRequestID  func() string
 	maxRecords    int
 	onLoading     func(LoadingCall)
+	onRecord      func(Record)
 
 	channelID     string
 	channelSecret string
@@ -638,6 +645,11 @@ func (s *Server) acceptLocked(rec Record, types []string) []sentMessage {
 		}
 	}
 	s.records.Push(rec)
+	if s.onRecord != nil {
+		c := rec
+		c.Messages = slices.Clone(rec.Messages)
+		s.onRecord(c)
+	}
 	return sent
 }
 

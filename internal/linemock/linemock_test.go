@@ -684,3 +684,52 @@ func TestLongRunBounded(t *testing.T) {
 		t.Fatalf("an expired, forgotten token answered %d, want 400", st)
 	}
 }
+
+// WithOnRecord sees every accepted send once, in the order Messages keeps
+// them; a refused send (a used reply token) and a repeated retry key (409)
+// are not sends.
+func TestOnRecordSeesAcceptedSendsInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var seen []Record
+	s := New(WithOnRecord(func(r Record) { mu.Lock(); seen = append(seen, r); mu.Unlock() }))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	post := func(path, body, retryKey string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Content-Type", "application/json")
+		if retryKey != "" {
+			req.Header.Set(HeaderRetryKey, retryKey)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	s.IssueReplyTokenTo("tok", "U1", time.Now())
+	key := "123e4567-e89b-12d3-a456-426614174000"
+	steps := []struct {
+		path, body, key string
+		want            int
+	}{
+		{PathReply, `{"replyToken":"tok","messages":[{"type":"text","text":"first"}]}`, "", 200},
+		{PathReply, `{"replyToken":"tok","messages":[{"type":"text","text":"again"}]}`, "", 400},
+		{PathPush, `{"to":"U2","messages":[{"type":"text","text":"second"}]}`, key, 200},
+		{PathPush, `{"to":"U2","messages":[{"type":"text","text":"second"}]}`, key, 409},
+	}
+	for i, st := range steps {
+		if got := post(st.path, st.body, st.key); got != st.want {
+			t.Fatalf("step %d: %d, want %d", i, got, st.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0].Via != ViaReply || seen[0].To != "U1" || seen[1].Via != ViaPush || seen[1].RetryKey != key {
+		t.Fatalf("observed %+v; want the reply to U1, then the push to U2 with its retry key", seen)
+	}
+	if !strings.Contains(string(seen[0].Messages[0]), "first") || !strings.Contains(string(seen[1].Messages[0]), "second") {
+		t.Fatalf("observed messages %s, %s", seen[0].Messages[0], seen[1].Messages[0])
+	}
+}

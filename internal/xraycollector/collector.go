@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"sync"
@@ -62,8 +63,12 @@ type Segment struct {
 	Fault       bool           `json:"fault"`
 	Throttle    bool           `json:"throttle,omitempty"`
 	HTTPStatus  int            `json:"httpStatus,omitempty"`
-	Operation   string         `json:"operation,omitempty"`
-	Exceptions  []string       `json:"exceptions,omitempty"`
+	// Method and Path are the HTTP request of a remote call (a LINE API
+	// call): its method and the URL's path, never its query.
+	Method     string   `json:"method,omitempty"`
+	Path       string   `json:"path,omitempty"`
+	Operation  string   `json:"operation,omitempty"`
+	Exceptions []string `json:"exceptions,omitempty"`
 
 	links []Link // from the document's native "links" member
 }
@@ -382,6 +387,10 @@ type document struct {
 }
 
 type docHTTP struct {
+	Request *struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request"`
 	Response *struct {
 		Status int `json:"status"`
 	} `json:"response"`
@@ -460,6 +469,12 @@ func flatten(doc document, parent string, depth int, out []Segment) ([]Segment, 
 	}
 	if doc.HTTP != nil && doc.HTTP.Response != nil {
 		s.HTTPStatus = doc.HTTP.Response.Status
+	}
+	if doc.HTTP != nil && doc.HTTP.Request != nil {
+		s.Method = doc.HTTP.Request.Method
+		if u, err := url.Parse(doc.HTTP.Request.URL); err == nil {
+			s.Path = u.Path
+		}
 	}
 	if op, ok := doc.AWS["operation"].(string); ok {
 		s.Operation = op

@@ -132,6 +132,21 @@ func TestIngestReplacesInProgress(t *testing.T) {
 	}
 }
 
+// A remote call's subsegment keeps its request's method and path, and never
+// the query (a token could be there).
+func TestIngestKeepsTheRequestPath(t *testing.T) {
+	c := New()
+	mustIngest(t, c, "remote_call.datagram")
+	tr, _ := c.Trace(lambdaTrace)
+	if len(tr.Segments) != 1 {
+		t.Fatalf("segments = %+v", tr.Segments)
+	}
+	s := tr.Segments[0]
+	if s.Method != "POST" || s.Path != "/v2/bot/message/reply" || s.HTTPStatus != 200 || s.Namespace != "remote" {
+		t.Fatalf("segment = %+v, want POST /v2/bot/message/reply 200 without the query", s)
+	}
+}
+
 func TestLinks(t *testing.T) {
 	c := New()
 	mustIngest(t, c, "sdk_segment.datagram")
