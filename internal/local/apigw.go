@@ -62,8 +62,9 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// LINE mints a reply token for every event it delivers; the local
 	// Messaging API learns them from the (validly signed) webhook.
-	if int64(len(body)) <= a.maxBody {
-		a.issueReplyTokens(r.Header.Values(signature.Header), body, start)
+	if sigs := r.Header.Values(signature.Header); int64(len(body)) <= a.maxBody && len(sigs) == 1 && signature.Verify(body, sigs[0], a.secrets...) {
+		a.issueReplyTokens(body, start)
+		a.runtime.console.store.Webhook(body, start) // the console's chats and event activity
 	}
 
 	ctx, seg := a.runtime.startInvocation(withAcceptance(r.Context(), &acc), a.fn.Name)
@@ -122,9 +123,10 @@ func errorReason(body string) string {
 	return "no reason given"
 }
 
-func (a *apiGateway) issueReplyTokens(sigs []string, body []byte, at time.Time) {
+// issueReplyTokens registers the reply tokens of a validly signed body.
+func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) {
 	line := a.runtime.line
-	if line == nil || len(sigs) != 1 || !signature.Verify(body, sigs[0], a.secrets...) {
+	if line == nil {
 		return
 	}
 	var cb struct {

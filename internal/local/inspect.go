@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -54,6 +55,7 @@ func (c *counters) take() counterSnapshot {
 
 // queueView is one queue for /_local/queues.
 type queueView struct {
+	LogicalID  string `json:"logicalId"`
 	Name       string `json:"name"`
 	Visible    int    `json:"visible"`
 	InFlight   int    `json:"inFlight"`
@@ -65,14 +67,10 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /_local/events", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.events.list()) })
 	mux.HandleFunc("GET /_local/alarms", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.alarms.views()) })
 	mux.HandleFunc("GET /_local/queues", func(w http.ResponseWriter, req *http.Request) {
-		out := []queueView{}
-		for _, q := range r.sortedQueues() {
-			st, err := r.back.stats(req.Context(), r.res.queueURL[q.LogicalID])
-			if err != nil {
-				writeJSON(w, 502, map[string]string{"error": err.Error()})
-				return
-			}
-			out = append(out, queueView{Name: q.Name, Visible: st.Visible, InFlight: st.InFlight, DeadLetter: r.isDLQ(q), OldestAgeS: int(st.OldestAge.Seconds())})
+		out, err := r.queueViews(req.Context())
+		if err != nil {
+			writeJSON(w, 502, map[string]string{"error": err.Error()})
+			return
 		}
 		writeJSON(w, 200, out)
 	})
@@ -88,6 +86,21 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET /_local/line/loading", none)
 	}
 	mux.Handle("POST /{$}", r.awsAPI())
+	r.consoleRoutes(mux)
+}
+
+// queueViews is every queue of the template with its depth, by name.
+func (r *Runtime) queueViews(ctx context.Context) ([]queueView, error) {
+	out := []queueView{}
+	for _, q := range r.sortedQueues() {
+		st, err := r.back.stats(ctx, r.res.queueURL[q.LogicalID])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, queueView{LogicalID: q.LogicalID, Name: q.Name, Visible: st.Visible, InFlight: st.InFlight, DeadLetter: r.isDLQ(q),
+			OldestAgeS: int(st.OldestAge.Seconds())})
+	}
+	return out, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

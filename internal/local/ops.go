@@ -36,7 +36,13 @@ func (r *Runtime) newLINE() *linemock.Server {
 	m := linemock.New(
 		linemock.WithTokens(token),
 		linemock.WithMaxRecords(r.cfg.LineRecords),
-		linemock.WithOnLoading(func(c linemock.LoadingCall) { r.out.loading(c.ChatID, c.Seconds) }),
+		linemock.WithOnLoading(func(c linemock.LoadingCall) {
+			r.out.loading(c.ChatID, c.Seconds)
+			r.console.store.Loading(c.ChatID, c.Seconds, c.At)
+		}),
+		linemock.WithOnRecord(func(rec linemock.Record) {
+			r.console.store.Sent(rec.To, string(rec.Via), rec.RetryKey, rec.RequestID, rec.Messages, rec.At)
+		}),
 		linemock.WithChannel(DefaultChannelID, secret),
 		linemock.WithTokenTTL(max(scaled(linemock.StatelessTokenTTL, r.cfg.TimeScale), 5*time.Second)),
 		linemock.WithWebhookTester(func(ctx context.Context, endpoint string) (int, string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/awswire"
+	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/compose/webhookfn"
 	"github.com/linegate/linegate/pkg/compose/workerfn"
@@ -256,5 +257,6 @@ func (b acceptingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsIn
 		}
 		b.r.events.accepted(heads[i].WebhookEventID, heads[i].Type, trace)
 	}
+	b.r.console.hub.Notify(console.TopicEvents)
 	return out, err
 }

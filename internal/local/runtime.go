@@ -27,6 +27,7 @@ import (
 
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/xraycollector"
@@ -139,6 +140,7 @@ type Runtime struct {
 	silencer   chatops.Silencer
 	chatOpsKey string
 	counters   *counters
+	console    consoleState // the browser console's stream, transcript, activity and log ring
 	out        *printer
 	log        *slog.Logger
 	srv        *http.Server
@@ -232,10 +234,12 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
+	cs := newConsoleState(cmp.Or(cfg.EventLogSize, DefaultEventLogSize))
+	cfg.Logs = io.MultiWriter(cfg.Logs, cs.logs) // the console's Logs pane
 	r := &Runtime{
 		cfg: cfg, top: top, ln: ln, url: "http://" + dialAddr(ln.Addr()), rctx: rctx, cancel: cancel,
 		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
-		log: telemetry.NewLogger(cfg.Logs),
+		log: telemetry.NewLogger(cfg.Logs), console: cs,
 	}
 	if err := r.start(ctx, rctx); err != nil {
 		r.Close()
@@ -306,11 +310,12 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	r.routes(mux)
 	lim := r.cfg.Limits
 	r.srv = &http.Server{
-		Handler:           guard{next: mux, limits: lim, token: r.cfg.Token, webhook: r.isWebhookPath},
+		Handler:           guard{next: mux, limits: lim, token: r.cfg.Token, webhook: r.isWebhookPath, public: console.IsAsset},
 		ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
 		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
 	}
+	r.srv.RegisterOnShutdown(r.console.hub.Close) // the console's streams never go idle
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -701,6 +706,7 @@ func (r *Runtime) sortedQueues() []template.Queue {
 // the event back to queued, as one SQS dead-lettered does.
 func (r *Runtime) observeRecord(res worker.Result) {
 	r.events.observe(res)
+	r.observeReceive(res)
 	if res.Outcome == worker.OutcomeDeadLettered {
 		if q, ok := r.queueByName(res.Queue); ok {
 			if dlq, ok := r.queue(q.RedriveTarget); ok {

@@ -148,6 +148,9 @@ type guard struct {
 	limits  Limits
 	token   string
 	webhook func(path string) bool
+	// public requests hold no data and need no token (the console's page
+	// and scripts, which then send the token on every data request).
+	public func(r *http.Request) bool
 }
 
 func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,7 +159,7 @@ func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case g.token != "" && !hasToken(r, g.token):
+	case g.token != "" && !hasToken(r, g.token) && (g.public == nil || !g.public(r)):
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "this linegate local is reachable beyond loopback: " +
 			"send the token printed at start (Authorization: Bearer TOKEN, X-Linegate-Token: TOKEN, ?token=TOKEN, or TOKEN as the AWS access key id)"})
 		return
