@@ -55,6 +55,20 @@ type alarmState struct {
 	// silencedUntil mutes the alarm's actions (ChatOps' Silence 1 h), as
 	// DisableAlarmActions does: state changes are still tracked.
 	silencedUntil time.Time
+	// history is the newest state changes, oldest first (CloudWatch's alarm
+	// history, for the console).
+	history []alarmTransition
+}
+
+// alarmHistory is how many state changes each alarm remembers.
+const alarmHistory = 20
+
+// alarmTransition is one state change of an alarm.
+type alarmTransition struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	At     string `json:"at"`
+	Reason string `json:"reason"`
 }
 
 func newAlarmEvaluator(r *Runtime) *alarmEvaluator {
@@ -116,6 +130,10 @@ func (e *alarmEvaluator) evaluate(ctx context.Context) {
 		if next != a.state {
 			changes = append(changes, alarmChange{def: a.def, old: a.state, new: next, reason: reason, at: time.Now()})
 			a.state, a.reason, a.changed = next, reason, time.Now()
+			a.history = append(a.history, alarmTransition{From: changes[len(changes)-1].old, To: next, At: a.changed.UTC().Format(time.RFC3339Nano), Reason: reason})
+			if len(a.history) > alarmHistory {
+				a.history = a.history[len(a.history)-alarmHistory:]
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -290,6 +308,8 @@ type alarmView struct {
 	Since  string `json:"since"`
 	// Silenced is true while ChatOps' Silence 1 h mutes the alarm's actions.
 	Silenced bool `json:"silenced,omitempty"`
+	// History is the alarm's newest state changes, oldest first.
+	History []alarmTransition `json:"history"`
 }
 
 func (e *alarmEvaluator) views() []alarmView {
@@ -298,7 +318,7 @@ func (e *alarmEvaluator) views() []alarmView {
 	out := make([]alarmView, 0, len(e.alarms))
 	for _, a := range e.alarms {
 		out = append(out, alarmView{Name: a.def.Name, State: a.state, Reason: a.reason, Since: a.changed.UTC().Format(time.RFC3339Nano),
-			Silenced: time.Now().Before(a.silencedUntil)})
+			Silenced: time.Now().Before(a.silencedUntil), History: append([]alarmTransition{}, a.history...)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

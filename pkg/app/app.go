@@ -11,6 +11,8 @@
 //   - "order": a two-question order (drink, then size) with quick-reply
 //     buttons, its state in the chat's session (Event.Session) and the
 //     order placed once per event (bot.Once);
+//   - "menu": today's drinks as a Flex carousel; each card's Order button
+//     is a postback the bot answers, its other button sends a message;
 //   - follow: a greeting;
 //   - other postbacks: says which choice was made;
 //   - with probes enabled: "probe:panic" panics (the operator gets a crash
@@ -71,14 +73,18 @@ func New(cfg Config) *bot.Router {
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
 	}, bot.Long())
 	r.OnText("order", startOrder)
+	r.OnText("menu", showMenu)
 	r.OnPostback(func(ctx context.Context, e *bot.Event, data string) error {
 		if strings.HasPrefix(data, orderPrefix) {
 			return answerOrder(ctx, e, data)
 		}
+		if strings.HasPrefix(data, menuPrefix) {
+			return orderFromMenu(ctx, e, data)
+		}
 		return e.ReplyText(ctx, "You chose: "+data)
 	})
 	r.OnFollow(func(ctx context.Context, e *bot.Event) error {
-		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"slow\" for a long job, or \"order\".")
+		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"menu\", \"order\", or \"slow\" for a long job.")
 	})
 	if cfg.Probes {
 		r.OnText("probe:panic", func(context.Context, *bot.Event, string) error {
