@@ -63,9 +63,9 @@ type SendRequest struct {
 }
 
 var (
-	userID  = regexp.MustCompile(`^U[0-9a-f]{32}$`)
-	groupID = regexp.MustCompile(`^C[0-9a-f]{32}$`)
-	roomID  = regexp.MustCompile(`^R[0-9a-f]{32}$`)
+	userID  = regexp.MustCompile(`^U[0-9a-z]{32}$`)
+	groupID = regexp.MustCompile(`^C[0-9a-z]{32}$`)
+	roomID  = regexp.MustCompile(`^R[0-9a-z]{32}$`)
 	digits  = regexp.MustCompile(`^[0-9]{1,20}$`)
 	emojiID = regexp.MustCompile(`^[0-9a-zA-Z]{1,40}$`)
 )
@@ -104,11 +104,11 @@ func (q SendRequest) check() error {
 	case c.GroupID != "" && c.RoomID != "":
 		return bad("a chat is a group or a room, not both")
 	case c.GroupID != "" && !groupID.MatchString(c.GroupID):
-		return bad("groupId must be C and 32 lowercase hex digits")
+		return bad("groupId must be C and 32 lowercase letters or digits")
 	case c.RoomID != "" && !roomID.MatchString(c.RoomID):
-		return bad("roomId must be R and 32 lowercase hex digits")
+		return bad("roomId must be R and 32 lowercase letters or digits")
 	case c.UserID != "" && !userID.MatchString(c.UserID):
-		return bad("userId must be U and 32 lowercase hex digits")
+		return bad("userId must be U and 32 lowercase letters or digits")
 	}
 	shared := c.GroupID != "" || c.RoomID != ""
 	if c.UserID == "" && !(shared && (q.Kind == KindJoin || q.Kind == KindLeave)) {

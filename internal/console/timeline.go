@@ -138,6 +138,9 @@ func receiveSteps(id string, r Receive, tr xraycollector.Trace) []Step {
 			title += ": " + record.Exceptions[0]
 		}
 	}
+	if epoch(record.Start).Before(out[0].At) {
+		out[0].At = epoch(record.Start) // the receive is reported from its end: it began no later than its handler
+	}
 	out = append(out, Step{At: epoch(record.Start), Stage: "handler", Title: title, Status: status(record), DurationMs: ms(record),
 		TraceID: tr.TraceID, SegmentID: record.ID})
 	under := descendants(tr, record.ID)

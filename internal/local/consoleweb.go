@@ -122,10 +122,12 @@ type pipelineView struct {
 type functionView struct {
 	LogicalID string `json:"logicalId"`
 	Name      string `json:"name"`
-	// Trigger is "api", "sqs", "sns" or "schedule"; Reads the queues it
-	// polls; Sends the queues its environment names (the webhook's chat
-	// queue, the worker's long-work queue).
+	// Trigger is "api", "sqs", "sns" or "schedule"; Role what the runtime
+	// runs it as ("webhook", "worker", "notifier", "scheduled"); Reads the
+	// queues it polls; Sends the queues its environment names (the
+	// webhook's chat queue, the worker's long-work queue).
 	Trigger string   `json:"trigger"`
+	Role    string   `json:"role"`
 	Reads   []string `json:"reads,omitempty"`
 	Sends   []string `json:"sends,omitempty"`
 }
@@ -173,13 +175,15 @@ func (r *Runtime) pipeline() pipelineView {
 		fv := functionView{LogicalID: f.LogicalID, Name: f.Name}
 		switch {
 		case len(f.APIEvents) > 0:
-			fv.Trigger = "api"
+			fv.Trigger, fv.Role = "api", "webhook"
+		case len(f.SQSEvents) > 0 && r.readsTopic(f):
+			fv.Trigger, fv.Role = "sqs", "notifier"
 		case len(f.SQSEvents) > 0:
-			fv.Trigger = "sqs"
+			fv.Trigger, fv.Role = "sqs", "worker"
 		case len(f.SNSEvents) > 0:
-			fv.Trigger = "sns"
+			fv.Trigger, fv.Role = "sns", "notifier"
 		case len(f.ScheduleEvents) > 0:
-			fv.Trigger = "schedule"
+			fv.Trigger, fv.Role = "schedule", "scheduled"
 		}
 		for _, m := range f.SQSEvents {
 			fv.Reads = append(fv.Reads, m.Queue)
