@@ -1,7 +1,6 @@
 // api.js — the console's only way to reach linegate local: JSON under
 // /_local/ with the token when the server needs one (a console opened as
-// http://host:3000/?token=TOKEN keeps it for the tab and drops it from the
-// address bar), and the server-sent event stream of changes.
+// /?token=TOKEN keeps it for the tab and drops it from the address bar), and the server-sent event stream of changes.
 
 const TOKEN_KEY = 'linegate-token';
 

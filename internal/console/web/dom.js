@@ -1,5 +1,5 @@
 // dom.js — the only way the console builds DOM: elements with text content
-// and checked attributes. No innerHTML anywhere: whatever a bot or a user
+// and checked attributes. Markup is never parsed: whatever a bot or a user
 // sends (a message text "<img onerror=…>") is text, never markup.
 
 const SAFE_ATTR = /^(class|id|role|title|tabindex|type|value|name|for|placeholder|disabled|checked|selected|hidden|lang|dir|colspan|datetime|aria-[a-z-]+|data-[a-z0-9-]+|autocomplete|spellcheck|maxlength|rel|target|href|list|min|max|step|open)$/;
