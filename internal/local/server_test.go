@@ -103,6 +103,13 @@ func TestRemoteNeedsTheToken(t *testing.T) {
 		{"traces without the token", "/_local/traces", nil, 401},
 		{"LINE API mock with the well-known local token", linemock.PathBotInfo, []string{"Authorization", "Bearer " + DefaultToken}, 401},
 		{"LINE API mock with the token", linemock.PathBotInfo, []string{"Authorization", "Bearer " + tok}, 200},
+		// The console's page and scripts hold no data; everything they read
+		// needs the token, which the page sends.
+		{"console page without the token", "/", nil, 200},
+		{"console script without the token", "/console/main.js", nil, 200},
+		{"console chats without the token", "/_local/chats", nil, 401},
+		{"console chats with the token", "/_local/chats", []string{"X-Linegate-Token", tok}, 200},
+		{"console pipeline without the token", "/_local/pipeline", nil, 401},
 	}
 	for _, tt := range tests {
 		if got := get(tt.path, tt.header...); got != tt.want {
