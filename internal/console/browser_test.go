@@ -317,6 +317,16 @@ func TestBrowserChatEchoesHello(t *testing.T) {
 	p.wait("the echo bubble from the bot", botSays("hello"), chatDump)
 }
 
+// Long work ("slow report", bot.Long, 5 s) shows the loading animation
+// while it runs; the answer replaces it.
+func TestBrowserLoadingAnimationWhileLongWorkRuns(t *testing.T) {
+	p := open(t, user("slow"))
+	p.typeText("slow report")
+	p.wait("the loading animation", `document.querySelector('#chat [data-testid=loading]') !== null`, chatDump)
+	p.wait("the long work's answer", botSays("Done with report"), chatDump)
+	p.wait("the loading animation gone", `document.querySelector('#chat [data-testid=loading]') === null`, chatDump)
+}
+
 // "menu" answers with a Flex carousel rendered as LINE renders it; tapping
 // a card's Order button sends its postback (the bubble shows its display
 // text) and the bot's answer to the postback arrives.

@@ -224,7 +224,7 @@ export class ChatPane {
       const until = new Date(loading.at).getTime() + loading.loadingSeconds * 1000;
       if (Date.now() < until) {
         rows.push(h('div', {class: 'row from-bot', 'data-testid': 'loading', 'aria-label': 'the bot is working'},
-          h('div', {class: 'avatar', 'aria-hidden': 'true'}, 'B'), h('div', {class: 'bubble loading-bubble'}, h('span'), h('span'), h('span'))));
+          h('div', {class: 'avatar', 'aria-hidden': 'true'}, 'B'), h('div', {class: 'bubble bot-bubble loading-bubble'}, h('span'), h('span'), h('span'))));
         clearTimeout(this.loadingTimer);
         this.loadingTimer = setTimeout(() => this.render(t), until - Date.now() + 50);
       }
@@ -241,9 +241,11 @@ function userRow(e, displayText) {
   try { ev = typeof e.event === 'object' ? e.event : JSON.parse(e.event); } catch { /* shown as unknown */ }
   const r = userEvent(ev, displayText);
   const who = ev.source && ev.source.type !== 'user' && ev.source.userId ? shortId(ev.source.userId) : '';
-  if (r.system) return h('div', {class: 'row system', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId}, h('span', {}, `${who ? who + ' ' : 'You '}${r.system}`));
+  if (r.system) return h('div', {class: 'row system', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId},
+    h('span', {}, who && r.system.startsWith('You ') ? `${who} ${r.system.slice(4)}` : r.system));
+  const bare = ev.type === 'message' && ev.message && ev.message.type !== 'text';
   return h('div', {class: 'row from-user', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId, title: `${fmtTime(e.at)} · webhookEventId ${e.webhookEventId}`},
-    h('div', {class: 'bubble user-bubble'}, who ? h('div', {class: 'sender'}, who) : null, r.bubble),
+    h('div', {class: 'bubble user-bubble' + (bare ? ' bare' : '')}, who ? h('div', {class: 'sender'}, who) : null, r.bubble),
     h('div', {class: 'meta'}, fmtTime(e.at) + (r.note ? ' · ' + r.note : '')));
 }
 

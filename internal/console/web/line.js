@@ -321,7 +321,7 @@ export function message(m, ctx) {
       return h('div', {class: 'bubble-text'}, textV2(m));
     case 'sticker':
       return h('div', {class: 'sticker', role: 'img', 'aria-label': `sticker ${m.packageId}/${m.stickerId}`, title: `sticker package ${m.packageId}, sticker ${m.stickerId}`},
-        h('span', {class: 'sticker-face'}, '◕‿◕'), h('span', {class: 'sticker-ids'}, `${m.packageId} / ${m.stickerId}`));
+        h('span', {class: 'sticker-face'}, 'STICKER'), h('span', {class: 'sticker-ids'}, `${m.packageId} / ${m.stickerId}`));
     case 'image':
       return h('div', {class: 'media'}, placeholder('image', m.contentProvider && m.contentProvider.type === 'line' ? 'sent from LINE' : hostOf(m.originalContentUrl), '4:3'));
     case 'video':
@@ -329,9 +329,9 @@ export function message(m, ctx) {
     case 'audio':
       return h('div', {class: 'bubble-text audio'}, `▶ audio ${m.duration ? Math.round(m.duration / 1000) + ' s' : ''}`);
     case 'file':
-      return h('div', {class: 'bubble-text'}, `📄 ${String(m.fileName || 'file')}`);
+      return h('div', {class: 'bubble-text'}, `file: ${String(m.fileName || 'file')}`);
     case 'location':
-      return h('div', {class: 'location'}, h('div', {class: 'location-map', role: 'img', 'aria-label': 'map'}, '📍'),
+      return h('div', {class: 'location'}, h('div', {class: 'location-map', role: 'img', 'aria-label': 'map'}, h('span', {class: 'pin'})),
         h('div', {class: 'location-title'}, String(m.title || 'Location')), h('div', {class: 'location-address'}, String(m.address || '')),
         h('div', {class: 'location-coords'}, `${Number(m.latitude).toFixed(5)}, ${Number(m.longitude).toFixed(5)}`));
     case 'imagemap':
@@ -362,15 +362,15 @@ export function userEvent(ev, displayText) {
       }
     case 'postback':
       if (displayText) return {bubble: h('div', {class: 'bubble-text'}, displayText), note: `postback ${ev.postback && ev.postback.data}`};
-      return {system: `tapped a button: postback ${clip((ev.postback && ev.postback.data) || '', 32)}`};
-    case 'follow': return {system: ev.follow && ev.follow.isUnblocked ? 'unblocked the bot' : 'added the bot as a friend'};
-    case 'unfollow': return {system: 'blocked the bot'};
-    case 'join': return {system: 'the bot joined'};
-    case 'leave': return {system: 'the bot left'};
-    case 'memberJoined': return {system: 'a member joined'};
-    case 'memberLeft': return {system: 'a member left'};
+      return {system: `You tapped a button: postback ${clip((ev.postback && ev.postback.data) || '', 32)}`, tap: true};
+    case 'follow': return {system: ev.follow && ev.follow.isUnblocked ? 'You unblocked the bot' : 'You added the bot as a friend'};
+    case 'unfollow': return {system: 'You blocked the bot'};
+    case 'join': return {system: 'The bot joined'};
+    case 'leave': return {system: 'The bot left'};
+    case 'memberJoined': return {system: 'A member joined'};
+    case 'memberLeft': return {system: 'A member left'};
   }
-  return {system: `${String(ev.type)} event`};
+  return {system: `A ${String(ev.type)} event`};
 }
 
 function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + '…' : s; }
