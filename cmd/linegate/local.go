@@ -74,6 +74,11 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 		backend = endpoint
 	}
 	fmt.Fprintf(w, "linegate local ready: webhook %s (%s, time scale %g)\n", rt.WebhookURL(), backend, scale)
+	console := rt.URL() + "/"
+	if rt.Token() != "" && !tokenGiven {
+		console += "?token=" + rt.Token()
+	}
+	fmt.Fprintf(w, "  console: %s  (chat as a LINE user, the operator's phone, queues, alarms, events, traces, logs)\n", console)
 	if endpoint == "" {
 		fmt.Fprintln(w, "  state: in memory only: queues, DLQs, the idempotency table and the event log are lost when this process stops")
 	}

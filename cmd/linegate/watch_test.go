@@ -116,7 +116,7 @@ func sentText(t *testing.T, p *process, text string) bool {
 }
 
 // copyModule copies what building the module needs: go.mod, go.sum, the
-// template and the non-test Go sources.
+// template, the non-test Go sources and the console's embedded page.
 func copyModule(t *testing.T, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
@@ -131,7 +131,8 @@ func copyModule(t *testing.T, from, to string) {
 			}
 			return nil
 		}
-		if !(strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) && rel != "go.mod" && rel != "go.sum" && rel != "template.yaml" {
+		embedded := strings.HasPrefix(filepath.ToSlash(rel), "internal/console/web/")
+		if !(strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) && rel != "go.mod" && rel != "go.sum" && rel != "template.yaml" && !embedded {
 			return nil
 		}
 		dst := filepath.Join(to, rel)
