@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/ring"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // Default bounds of a Store: a console left open all day shows the newest.
@@ -117,27 +118,12 @@ func NewStore(transcript, events int, onChange func(topics ...string)) *Store {
 		activity: map[string]*Activity{}, order: ring.New[string](events)}
 }
 
-// wireEvent is what the store reads of a webhook event.
+// wireEvent is what the store reads of a webhook event: its chat is the
+// bot's (bot.Source: the group, the room, else the user).
 type wireEvent struct {
-	Type           string `json:"type"`
-	WebhookEventID string `json:"webhookEventId"`
-	Source         struct {
-		Type    string `json:"type"`
-		UserID  string `json:"userId"`
-		GroupID string `json:"groupId"`
-		RoomID  string `json:"roomId"`
-	} `json:"source"`
-}
-
-// chat is the chat an event belongs to: its group, its room, else its user.
-func (e wireEvent) chat() string {
-	switch {
-	case e.Source.GroupID != "":
-		return e.Source.GroupID
-	case e.Source.RoomID != "":
-		return e.Source.RoomID
-	}
-	return e.Source.UserID
+	Type           string     `json:"type"`
+	WebhookEventID string     `json:"webhookEventId"`
+	Source         bot.Source `json:"source"`
 }
 
 // Webhook records the events of a webhook body the webhook received at at
@@ -160,7 +146,7 @@ func (s *Store) Webhook(body []byte, at time.Time) {
 			continue
 		}
 		raw = compact(raw)
-		chat := e.chat()
+		chat := e.Source.ChatID()
 		if chat != "" {
 			s.seen[e.WebhookEventID] = true
 			s.pushLocked(Entry{At: at, Chat: chat, From: "user", Kind: "event", Event: raw, WebhookEventID: e.WebhookEventID})
@@ -168,7 +154,7 @@ func (s *Store) Webhook(body []byte, at time.Time) {
 		if _, ok := s.activity[e.WebhookEventID]; ok {
 			continue
 		}
-		a := &Activity{WebhookEventID: e.WebhookEventID, Type: e.Type, Chat: chat, SourceType: e.Source.Type,
+		a := &Activity{WebhookEventID: e.WebhookEventID, Type: e.Type, Chat: chat, SourceType: string(e.Source.Type),
 			Destination: b.Destination, ReceivedAt: at, Receives: []Receive{}}
 		if len(raw) <= maxRawEvent {
 			a.Event = raw
