@@ -87,3 +87,8 @@ fuzz:
 
 clean:
 	rm -rf .aws-sam bin
+
+.PHONY: screenshots
+## screenshots: the console's browser tests remake docs/console*.png (needs chromium)
+screenshots:
+	CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run Browser ./internal/console

@@ -46,10 +46,10 @@ type watch struct {
 	fingerprint func() string
 }
 
-// NewHub returns a Hub with the default timings: 100 ms coalescing, 250 ms
+// NewHub returns a Hub with the default timings: 100 ms coalescing, 500 ms
 // polling of watched topics, a keep-alive comment every 15 s.
 func NewHub() *Hub {
-	return &Hub{coalesce: 100 * time.Millisecond, poll: 250 * time.Millisecond, keepAlive: 15 * time.Second,
+	return &Hub{coalesce: 100 * time.Millisecond, poll: 500 * time.Millisecond, keepAlive: 15 * time.Second,
 		subs: map[chan struct{}]*pending{}, done: make(chan struct{})}
 }
 
