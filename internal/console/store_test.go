@@ -144,3 +144,18 @@ not json
 		t.Fatalf("newest two: %s", got)
 	}
 }
+
+// The console's bookkeeping of one webhook body with one event: what it
+// adds to each webhook request in linegate local (not in Lambda).
+func BenchmarkStoreWebhook(b *testing.B) {
+	s := NewStore(0, 0, nil)
+	t0 := time.Unix(1_800_000_000, 0)
+	bodies := make([][]byte, 4096)
+	for i := range bodies {
+		bodies[i] = body(ev(fmt.Sprintf("01HZ%022d", i), "message", fromAlice))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Webhook(bodies[i%len(bodies)], t0)
+	}
+}

@@ -63,7 +63,10 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// LINE mints a reply token for every event it delivers; the local
 	// Messaging API learns them from the (validly signed) webhook.
 	if sigs := r.Header.Values(signature.Header); int64(len(body)) <= a.maxBody && len(sigs) == 1 && signature.Verify(body, sigs[0], a.secrets...) {
-		a.issueReplyTokens(body, start)
+		// The events' worker lines wait for this request's webhook line from
+		// now: the chat queue can hand an event to a worker before the bus
+		// call (which holds them too) has even started.
+		acc.hold(a.runtime.out, a.issueReplyTokens(body, start))
 		a.runtime.console.store.Webhook(body, start) // the console's chats and event activity
 	}
 
@@ -123,16 +126,14 @@ func errorReason(body string) string {
 	return "no reason given"
 }
 
-// issueReplyTokens registers the reply tokens of a validly signed body.
-func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) {
-	line := a.runtime.line
-	if line == nil {
-		return
-	}
+// issueReplyTokens registers the reply tokens of a validly signed body
+// with the local LINE API, and returns the body's webhookEventIds.
+func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
 	var cb struct {
 		Events []struct {
-			ReplyToken string `json:"replyToken"`
-			Source     struct {
+			WebhookEventID string `json:"webhookEventId"`
+			ReplyToken     string `json:"replyToken"`
+			Source         struct {
 				UserID  string `json:"userId"`
 				GroupID string `json:"groupId"`
 				RoomID  string `json:"roomId"`
@@ -140,10 +141,15 @@ func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) {
 		} `json:"events"`
 	}
 	if json.Unmarshal(body, &cb) != nil {
-		return
+		return nil
 	}
+	var ids []string
+	line := a.runtime.line
 	for _, e := range cb.Events {
-		if e.ReplyToken == "" {
+		if e.WebhookEventID != "" {
+			ids = append(ids, e.WebhookEventID)
+		}
+		if e.ReplyToken == "" || line == nil {
 			continue
 		}
 		to := e.Source.UserID
@@ -154,4 +160,5 @@ func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) {
 		}
 		line.IssueReplyTokenTo(e.ReplyToken, to, at)
 	}
+	return ids
 }
