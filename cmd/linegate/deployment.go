@@ -19,7 +19,7 @@ import (
 
 	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/lineapi"
@@ -63,7 +63,7 @@ type deployment struct {
 	local bool
 	url   string // linegate local's URL
 	aws   aws.Config
-	stack *stackinfo.Stack
+	stack *stack.Stack
 	line  *lineapi.Client
 }
 
@@ -87,7 +87,7 @@ func (f deploymentFlags) open(ctx context.Context, usage string) (*deployment, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := stackinfo.Open(ctx, cloudformation.NewFromConfig(cfg), *f.stack)
+	st, err := stack.Describe(ctx, cloudformation.NewFromConfig(cfg), *f.stack)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (d *deployment) channelSecret(ctx context.Context) (string, error) {
 	if d.local {
 		return envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), nil
 	}
-	name := d.stack.Params["ChannelSecretParameter"]
+	name := d.stack.Parameters["ChannelSecretParameter"]
 	if name == "" {
 		return "", errors.New("the stack has no ChannelSecretParameter")
 	}

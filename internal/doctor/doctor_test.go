@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/signature"
 )
@@ -49,7 +49,7 @@ const secret = "the-deployed-channel-secret"
 
 // stack is a deployed stack as doctor sees it: LINE (the mock), the webhook
 // (verifying with secret), and the AWS side (fakes).
-func stack(t *testing.T, dlqDepth, configuredSecret string, subs subList) (Stack, *linemock.Server) {
+func stackTarget(t *testing.T, dlqDepth, configuredSecret string, subs subList) (Stack, *linemock.Server) {
 	t.Helper()
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -70,7 +70,7 @@ func stack(t *testing.T, dlqDepth, configuredSecret string, subs subList) (Stack
 	line.SetChannel(linemock.Channel{Endpoint: hook.URL + "/prod/webhook", Active: true})
 	api := httptest.NewServer(line)
 	t.Cleanup(api.Close)
-	info := &stackinfo.Stack{Name: "linegate", Outputs: map[string]string{
+	info := &stack.Stack{Name: "linegate", Outputs: map[string]string{
 		"WebhookUrl":        hook.URL + "/prod/webhook",
 		"OpsTopicArn":       "arn:aws:sns:ap-northeast-1:1:linegate-OpsTopic-X",
 		"InteractiveDLQUrl": "https://sqs/1/linegate-InteractiveDLQ-ABC",
@@ -103,14 +103,14 @@ func TestStackChecks(t *testing.T) {
 	otherQueue := snstypes.Subscription{Protocol: aws.String("sqs"), Endpoint: aws.String("arn:aws:sqs:x:1:audit"), SubscriptionArn: aws.String("arn:sub3")}
 
 	t.Run("healthy through the OpsQueue", func(t *testing.T) {
-		s, _ := stack(t, "0", secret, subList{opsQueue})
+		s, _ := stackTarget(t, "0", secret, subList{opsQueue})
 		if rs := Run(context.Background(), s); byCheck(rs)["ops topic"].Status != Pass {
 			t.Fatalf("ops topic delivering to the OpsQueue: %+v", byCheck(rs)["ops topic"])
 		}
 	})
 
 	t.Run("healthy", func(t *testing.T) {
-		s, _ := stack(t, "0", secret, subList{notifier})
+		s, _ := stackTarget(t, "0", secret, subList{notifier})
 		rs := Run(context.Background(), s)
 		if Failed(rs) {
 			t.Fatalf("a healthy stack failed: %+v", rs)
@@ -147,7 +147,7 @@ func TestStackChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, line := stack(t, tt.depth, tt.secret, tt.subs)
+			s, line := stackTarget(t, tt.depth, tt.secret, tt.subs)
 			if tt.breakIt != nil {
 				tt.breakIt(line)
 			}

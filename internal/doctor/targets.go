@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/internal/stackinfo"
+	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/signature"
 )
@@ -168,7 +168,7 @@ type topicLister interface {
 // client carries the deployed functions' credentials, and the channel
 // secret is read from SSM.
 type Stack struct {
-	Info     *stackinfo.Stack
+	Info     *stack.Stack
 	LINE     *lineapi.Client
 	Secret   func(ctx context.Context) (string, error)
 	SQS      sqsDepth

@@ -1,4 +1,4 @@
-package stackinfo
+package stack
 
 import (
 	"context"
@@ -13,7 +13,17 @@ import (
 	"github.com/linegate/linegate/pkg/config"
 )
 
+// stacks is CloudFormation with a few stacks, each with one queue.
 type stacks map[string]cftypes.Stack
+
+func (s stacks) DescribeStackResources(_ context.Context, in *cloudformation.DescribeStackResourcesInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStackResourcesOutput, error) {
+	if _, ok := s[aws.ToString(in.StackName)]; !ok {
+		return nil, errors.New("Stack with id " + aws.ToString(in.StackName) + " does not exist")
+	}
+	return &cloudformation.DescribeStackResourcesOutput{StackResources: []cftypes.StackResource{{
+		LogicalResourceId: aws.String("InteractiveDLQ"), ResourceType: aws.String("AWS::SQS::Queue"),
+		PhysicalResourceId: aws.String("https://sqs/1/linegate-InteractiveDLQ-X.fifo")}}}, nil
+}
 
 func (s stacks) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
 	st, ok := s[aws.ToString(in.StackName)]
@@ -23,9 +33,10 @@ func (s stacks) DescribeStacks(_ context.Context, in *cloudformation.DescribeSta
 	return &cloudformation.DescribeStacksOutput{Stacks: []cftypes.Stack{st}}, nil
 }
 
-// The stack's outputs name its resources and its parameters say how the
-// functions get their token; a missing output names itself.
-func TestOpen(t *testing.T) {
+// The stack's resources are found by logical id, its outputs name queues and
+// its parameters say how the functions get their token; a missing output or
+// resource names itself.
+func TestDescribe(t *testing.T) {
 	cf := stacks{"linegate": {
 		Outputs: []cftypes.Output{{OutputKey: aws.String("HeldQueueUrl"), OutputValue: aws.String("https://sqs/1/held")}},
 		Parameters: []cftypes.Parameter{
@@ -34,9 +45,15 @@ func TestOpen(t *testing.T) {
 			{ParameterKey: aws.String("ChannelSecretParameter"), ParameterValue: aws.String("/linegate/channel-secret")},
 		},
 	}}
-	s, err := Open(context.Background(), cf, "linegate")
+	s, err := Describe(context.Background(), cf, "linegate")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r, err := s.Physical("InteractiveDLQ"); err != nil || r.PhysicalID != "https://sqs/1/linegate-InteractiveDLQ-X.fifo" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if _, err := s.Physical("LongDLQ"); !errors.Is(err, ErrNoResource) || !strings.Contains(err.Error(), "InteractiveDLQ") {
+		t.Fatalf("missing resource: %v", err)
 	}
 	if u, err := s.Output("HeldQueueUrl"); err != nil || u != "https://sqs/1/held" {
 		t.Fatalf("%q %v", u, err)
@@ -48,10 +65,10 @@ func TestOpen(t *testing.T) {
 	if a.Mode != config.TokenStateless || a.ChannelID != "123" || a.ChannelSecret.Param != "/linegate/channel-secret" || a.APIBaseURL != "https://api.line.me" {
 		t.Fatalf("auth %+v", a)
 	}
-	if _, err := Open(context.Background(), cf, "other"); err == nil {
+	if _, err := Describe(context.Background(), cf, "other"); err == nil {
 		t.Fatal("an unknown stack opened")
 	}
-	empty, _ := Open(context.Background(), stacks{"old": {}}, "old")
+	empty, _ := Describe(context.Background(), stacks{"old": {}}, "old")
 	if empty.LineAuth().Mode != config.TokenLongLived {
 		t.Fatal("a stack without the parameter is long-lived")
 	}
