@@ -25,8 +25,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/held"
 	"github.com/linegate/linegate/pkg/idempotency"
@@ -71,7 +69,7 @@ type Config struct {
 	Once once
 	// Queues and DLQs: Redrive runs pkg/redrive on Queues, for the queue
 	// names in DLQs only. Nil Queues disables Redrive.
-	Queues redriveQueues
+	Queues redrive.Queues
 	DLQs   []string
 	// Silencer mutes alarms; nil disables Silence.
 	Silencer Silencer
@@ -80,15 +78,6 @@ type Config struct {
 	Log     *slog.Logger
 	Metrics telemetry.Recorder
 	Now     func() time.Time
-}
-
-// redriveQueues is the SQS surface a redrive uses (pkg/redrive's).
-type redriveQueues interface {
-	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
-	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
-	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
-	ListMessageMoveTasks(ctx context.Context, in *sqs.ListMessageMoveTasksInput, optFns ...func(*sqs.Options)) (*sqs.ListMessageMoveTasksOutput, error)
-	ListDeadLetterSourceQueues(ctx context.Context, in *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
 // Handler intercepts linegate's postbacks.

@@ -22,8 +22,10 @@ var ErrNotDLQ = errors.New("redrive: not a dead-letter queue")
 // ErrFailed is returned when the move task ends in FAILED or CANCELLED.
 var ErrFailed = errors.New("redrive: move task did not complete")
 
-// queues is the SQS surface a redrive uses.
-type queues interface {
+// Queues is the SQS surface a redrive uses: what a caller's client must
+// offer (the SDK's, the in-memory cloud's). Callers that redrive embed it in
+// their own port.
+type Queues interface {
 	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error)
@@ -58,7 +60,7 @@ type Options struct {
 // Run starts moving every message of the DLQ queue (a URL, an ARN or a name,
 // see QueueURL) back to its source queue(s) and, with opts.Wait, waits until
 // the task ends (ctx bounds it).
-func Run(ctx context.Context, q queues, queue string, opts Options) (Result, error) {
+func Run(ctx context.Context, q Queues, queue string, opts Options) (Result, error) {
 	start := time.Now()
 	res := Result{Queue: queue}
 	src, err := queueARN(ctx, q, queue)
@@ -132,7 +134,7 @@ func Run(ctx context.Context, q queues, queue string, opts Options) (Result, err
 // from). Naming the destination matters: the worker dead-letters most
 // failures itself with SendMessage, and SQS records no source for those, so
 // a move task without a destination would leave them behind.
-func onlySource(ctx context.Context, q queues, dlq string) (string, error) {
+func onlySource(ctx context.Context, q Queues, dlq string) (string, error) {
 	url, err := QueueURL(ctx, q, dlq)
 	if err != nil {
 		return "", err
@@ -180,7 +182,7 @@ func QueueURL(ctx context.Context, q urlResolver, ref string) (string, error) {
 	return aws.ToString(u.QueueUrl), nil
 }
 
-func queueARN(ctx context.Context, q queues, name string) (string, error) {
+func queueARN(ctx context.Context, q Queues, name string) (string, error) {
 	url, err := QueueURL(ctx, q, name)
 	if err != nil {
 		return "", err
