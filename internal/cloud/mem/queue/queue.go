@@ -140,7 +140,7 @@ type Set struct {
 
 	// Tracking (Track): what changed since the last Changes.
 	track      bool
-	dirty      map[Ref]*entry     // nil: gone from that queue
+	dirty      map[Ref]*entry    // nil: gone from that queue
 	dirtyDedup map[Ref]*sentOnce // nil: forgotten
 	seqDirty   bool
 }
