@@ -89,6 +89,13 @@ func startProcess(t *testing.T, args ...string) *process {
 // one) and its template.
 func startProcessIn(t *testing.T, dir string, args ...string) *process {
 	t.Helper()
+	return startProcessWith(t, dir, nil, args...)
+}
+
+// startProcessWith is startProcessIn with env added to the process's
+// environment (a later entry wins).
+func startProcessWith(t *testing.T, dir string, env []string, args ...string) *process {
+	t.Helper()
 	bin := linegateBinary(t)
 	tmpl, _ := filepath.Abs("../../template.yaml")
 	if dir != "" {
@@ -96,7 +103,7 @@ func startProcessIn(t *testing.T, dir string, args ...string) *process {
 	}
 	cmd := exec.Command(bin, append([]string{"local", "--addr", "127.0.0.1:0", "--template", tmpl}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LINE_CHANNEL_ACCESS_TOKEN=", "LINE_CHANNEL_SECRET=")
+	cmd.Env = append(append(os.Environ(), "LINE_CHANNEL_ACCESS_TOKEN=", "LINE_CHANNEL_SECRET="), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
