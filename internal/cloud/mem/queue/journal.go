@@ -36,7 +36,8 @@ type Saved struct {
 }
 
 // SavedDedup is a FIFO queue's remembered deduplication key and the first
-// message sent with it.
+// message sent with it (its ID, group and sequence number: a deduplicated
+// Send returns those, so the body is not kept).
 type SavedDedup struct {
 	Queue, Key string
 	First      Message
@@ -91,7 +92,9 @@ func (s *Set) Changes() Changes {
 			c.Forgotten = append(c.Forgotten, ref)
 			continue
 		}
-		c.Dedups = append(c.Dedups, SavedDedup{Queue: ref.Queue, Key: ref.ID, First: d.msg, At: d.at})
+		first := d.msg // what a deduplicated Send returns: its identity, not its content
+		first.Body, first.Attributes, first.TraceHeader = "", nil, ""
+		c.Dedups = append(c.Dedups, SavedDedup{Queue: ref.Queue, Key: ref.ID, First: first, At: d.at})
 	}
 	if s.seqDirty {
 		c.Counter = s.seq
