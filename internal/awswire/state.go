@@ -11,14 +11,10 @@ import (
 	"github.com/linegate/linegate/internal/localstate"
 )
 
-// Journal is where Tables keeps its tables once Persist is called: changes
-// are appended in order under the tables' lock and waited for after it
-// (*localstate.Store).
-type Journal interface {
-	Append(changes ...localstate.Change) uint64
-	Wait(ctx context.Context, ticket uint64) error
-	Each(bucket string, fn func(key, value []byte) error) error
-}
+// Journal is where Tables keeps its tables once Persist is called
+// (*localstate.Store): changes are appended in order under the tables' lock
+// and waited for after it.
+type Journal = localstate.Journal
 
 // The journal's buckets: each table's definition by name, and each item by
 // its table's name, a NUL and its key's canonical form.
@@ -43,27 +39,15 @@ type savedTable struct {
 func (t *Tables) Persist(j Journal) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err := j.Each(bucketTables, func(_, v []byte) error {
-		var s savedTable
-		if err := json.Unmarshal(v, &s); err != nil {
-			return err
-		}
+	err := localstate.EachJSON(j, bucketTables, func(_ string, s savedTable) {
 		t.tables[s.Name] = &table{name: s.Name, keys: s.Keys, attrs: s.Attrs, ttl: s.TTL, created: s.Created, items: map[string]item{}}
-		return nil
 	})
 	if err == nil {
-		err = j.Each(bucketItems, func(k, v []byte) error {
-			name, id, _ := strings.Cut(string(k), "\x00")
-			tb := t.tables[name]
-			if tb == nil {
-				return nil // a table deleted by hand; nothing serves it
+		err = localstate.EachJSON(j, bucketItems, func(k string, it item) {
+			name, id, _ := strings.Cut(k, "\x00")
+			if tb := t.tables[name]; tb != nil { // else a table deleted by hand: nothing serves it
+				tb.items[id] = it
 			}
-			var it item
-			if err := json.Unmarshal(v, &it); err != nil {
-				return err
-			}
-			tb.items[id] = it
-			return nil
 		})
 	}
 	if err != nil {

@@ -17,12 +17,6 @@ import (
 // call that made it returns; the event log's entries are appended in order
 // and, for the webhook, made durable before it answers.
 
-// journal is the part of *localstate.Store the event log uses.
-type journal interface {
-	Append(changes ...localstate.Change) uint64
-	Each(bucket string, fn func(key, value []byte) error) error
-}
-
 // bucketEvents holds the event log: one entry per webhookEventId.
 const bucketEvents = "local.events"
 
@@ -36,23 +30,16 @@ type savedEvent struct {
 // journaledStore is the event log's ring with every change journaled.
 type journaledStore struct {
 	*ringStore
-	j     journal
+	j     localstate.Journal
 	n     uint64            // the last first-seen order given
 	order map[string]uint64 // each entry's first-seen order
 }
 
 // newJournaledStore restores the newest size entries j holds.
-func newJournaledStore(size int, j journal) (*journaledStore, error) {
+func newJournaledStore(size int, j localstate.Journal) (*journaledStore, error) {
 	s := &journaledStore{ringStore: newRingStore(size), j: j, order: map[string]uint64{}}
 	var saved []savedEvent
-	if err := j.Each(bucketEvents, func(_, v []byte) error {
-		var e savedEvent
-		if err := json.Unmarshal(v, &e); err != nil {
-			return err
-		}
-		saved = append(saved, e)
-		return nil
-	}); err != nil {
+	if err := localstate.EachJSON(j, bucketEvents, func(_ string, e savedEvent) { saved = append(saved, e) }); err != nil {
 		return nil, fmt.Errorf("restore the event log: %w", err)
 	}
 	slices.SortFunc(saved, func(a, b savedEvent) int { return cmp.Compare(a.N, b.N) })

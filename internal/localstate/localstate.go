@@ -20,6 +20,7 @@ package localstate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -254,4 +255,26 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	<-s.stopped
 	return s.db.Close()
+}
+
+// Journal is what a component that keeps its state through a Store calls:
+// Append under its own lock, Wait after releasing it, Each at start.
+// *Store implements it; tests pass fakes.
+type Journal interface {
+	Append(changes ...Change) uint64
+	Wait(ctx context.Context, ticket uint64) error
+	Each(bucket string, fn func(key, value []byte) error) error
+}
+
+// EachJSON decodes every value of bucket into a T and hands it to add with
+// its key: a component's restore at start.
+func EachJSON[T any](j Journal, bucket string, add func(key string, v T)) error {
+	return j.Each(bucket, func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return err
+		}
+		add(string(k), x)
+		return nil
+	})
 }

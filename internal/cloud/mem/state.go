@@ -11,14 +11,10 @@ import (
 	"github.com/linegate/linegate/internal/localstate"
 )
 
-// Journal is where a Cloud keeps its queues once Persist is called:
-// changes are appended in order under the cloud lock and waited for after
-// it (*localstate.Store).
-type Journal interface {
-	Append(changes ...localstate.Change) uint64
-	Wait(ctx context.Context, ticket uint64) error
-	Each(bucket string, fn func(key, value []byte) error) error
-}
+// Journal is where a Cloud keeps its queues once Persist is called
+// (*localstate.Store): changes are appended in order under the cloud lock
+// and waited for after it.
+type Journal = localstate.Journal
 
 // The journal's buckets: every message by queue and ID, every remembered
 // FIFO deduplication key by queue and key, and the sequence counter.
@@ -39,23 +35,9 @@ const (
 // buses are not kept: provisioning from the template creates them again.
 func (c *Cloud) Persist(j Journal) error {
 	var st queue.State
-	err := j.Each(bucketMessages, func(_, v []byte) error {
-		var m queue.Saved
-		if err := json.Unmarshal(v, &m); err != nil {
-			return err
-		}
-		st.Messages = append(st.Messages, m)
-		return nil
-	})
+	err := localstate.EachJSON(j, bucketMessages, func(_ string, m queue.Saved) { st.Messages = append(st.Messages, m) })
 	if err == nil {
-		err = j.Each(bucketDedup, func(_, v []byte) error {
-			var d queue.SavedDedup
-			if err := json.Unmarshal(v, &d); err != nil {
-				return err
-			}
-			st.Dedups = append(st.Dedups, d)
-			return nil
-		})
+		err = localstate.EachJSON(j, bucketDedup, func(_ string, d queue.SavedDedup) { st.Dedups = append(st.Dedups, d) })
 	}
 	if err == nil {
 		err = j.Each(bucketMeta, func(k, v []byte) error {
