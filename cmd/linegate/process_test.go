@@ -270,7 +270,10 @@ func send(t *testing.T, p *process, from, n, perBody, concurrency, rate int) {
 
 // 20,000 events through linegate local leave its RSS within 1.5× of what
 // it was after the first 2,000: the event log, the sent messages, the
-// traces and the idempotency entries do not grow with the traffic. The
+// traces and the FIFO deduplication window are bounded, and the idempotency
+// records, which are kept 48 hours as in Lambda and so do grow with the
+// traffic, take a few hundred bytes each (internal/awswire's
+// TestTablesKeepRecordsCompactly bounds them on their own). The
 // events come at a steady 500 a second, which the local workers keep up
 // with on two shared cores: a dev server's long run, not a burst that
 // parks thousands of messages in a queue (the peak a backlog takes is

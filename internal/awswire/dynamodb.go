@@ -33,7 +33,7 @@ type table struct {
 	attrs   []attrDef
 	ttl     string
 	created time.Time
-	items   map[string]item // by the key's canonical JSON
+	items   map[string]storedItem // by the key's canonical JSON
 }
 
 // sweepEvery bounds how often expired items are looked for.
@@ -111,7 +111,7 @@ func (t *Tables) CreateTable(name string, hashKey, hashType string) error {
 		t.mu.Unlock()
 		return nil
 	}
-	tb := &table{name: name, keys: []keyElem{{hashKey, "HASH"}}, attrs: []attrDef{{hashKey, hashType}}, created: t.now(), items: map[string]item{}}
+	tb := &table{name: name, keys: []keyElem{{hashKey, "HASH"}}, attrs: []attrDef{{hashKey, hashType}}, created: t.now(), items: map[string]storedItem{}}
 	t.tables[name] = tb
 	ticket := t.saveTable(tb)
 	t.mu.Unlock()
@@ -127,7 +127,7 @@ func (t *Tables) EnableTTL(name, attr string) error {
 		t.mu.Unlock()
 		return notFound(name)
 	}
-	tb.ttl = attr
+	tb.setTTL(attr)
 	ticket := t.saveTable(tb)
 	t.mu.Unlock()
 	return t.durable(context.Background(), ticket)
@@ -150,7 +150,7 @@ func (t *Tables) createTable(ctx context.Context, body []byte) (any, error) {
 		t.mu.Unlock()
 		return nil, &ddbError{shape: "ResourceInUseException", msg: "Table already exists: " + in.TableName}
 	}
-	tb := &table{name: in.TableName, keys: in.KeySchema, attrs: in.AttributeDefinitions, created: t.now(), items: map[string]item{}}
+	tb := &table{name: in.TableName, keys: in.KeySchema, attrs: in.AttributeDefinitions, created: t.now(), items: map[string]storedItem{}}
 	t.tables[in.TableName] = tb
 	out := map[string]any{"TableDescription": t.describe(tb)}
 	ticket := t.saveTable(tb)
@@ -199,10 +199,11 @@ func (t *Tables) updateTimeToLive(ctx context.Context, body []byte) (any, error)
 		t.mu.Unlock()
 		return nil, notFound(in.TableName)
 	}
-	tb.ttl = ""
+	attr := ""
 	if in.TimeToLiveSpecification.Enabled {
-		tb.ttl = in.TimeToLiveSpecification.AttributeName
+		attr = in.TimeToLiveSpecification.AttributeName
 	}
+	tb.setTTL(attr)
 	ticket := t.saveTable(tb)
 	t.mu.Unlock()
 	return map[string]any{"TimeToLiveSpecification": in.TimeToLiveSpecification}, t.durable(ctx, ticket)
@@ -286,7 +287,10 @@ func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, 
 	if err != nil {
 		return nil, err
 	}
-	old := tb.items[id]
+	old, err := tb.get(id)
+	if err != nil {
+		return nil, err
+	}
 	env := &exprEnv{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, used: map[string]bool{}}
 	if in.ConditionExpression != nil {
 		ok, err := evalCondition(*in.ConditionExpression, env, orEmpty(old))
@@ -318,12 +322,13 @@ func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, 
 	if err := env.unused(); err != nil {
 		return nil, validation("%v", err)
 	}
+	ref := itemRef{table: tb.name, id: id}
 	if next == nil {
 		delete(tb.items, id)
-	} else {
-		tb.items[id] = next
+	} else if ref.doc, err = tb.set(id, next); err != nil {
+		return nil, err
 	}
-	*ticket = max(*ticket, t.saveItems(nil, itemRef{table: tb.name, id: id, item: next}))
+	*ticket = max(*ticket, t.saveItems(nil, ref))
 	out := map[string]any{}
 	switch in.ReturnValues {
 	case "ALL_OLD":
@@ -403,10 +408,11 @@ func (t *Tables) getItem(_ context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if it := tb.items[id]; it != nil {
-		return map[string]any{"Item": it}, nil
+	it, err := tb.get(id)
+	if err != nil || it == nil {
+		return map[string]any{}, err
 	}
-	return map[string]any{}, nil
+	return map[string]any{"Item": it}, nil
 }
 
 // writeDDBError writes e as DynamoDB's error document.

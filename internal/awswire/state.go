@@ -40,13 +40,13 @@ func (t *Tables) Persist(j Journal) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	err := localstate.EachJSON(j, bucketTables, func(_ string, s savedTable) {
-		t.tables[s.Name] = &table{name: s.Name, keys: s.Keys, attrs: s.Attrs, ttl: s.TTL, created: s.Created, items: map[string]item{}}
+		t.tables[s.Name] = &table{name: s.Name, keys: s.Keys, attrs: s.Attrs, ttl: s.TTL, created: s.Created, items: map[string]storedItem{}}
 	})
 	if err == nil {
 		err = localstate.EachJSON(j, bucketItems, func(k string, it item) {
 			name, id, _ := strings.Cut(k, "\x00")
 			if tb := t.tables[name]; tb != nil { // else a table deleted by hand: nothing serves it
-				tb.items[id] = it
+				_, _ = tb.set(id, it) // it was decoded: it encodes
 			}
 		})
 	}
@@ -69,10 +69,10 @@ func (t *Tables) saveTable(tb *table) uint64 {
 	return t.journal.Append(localstate.Change{Bucket: bucketTables, Key: tb.name, Value: b})
 }
 
-// itemRef is one item of one table, and its new state (nil: gone).
+// itemRef is one item of one table, and its new encoding (nil: gone).
 type itemRef struct {
 	table, id string
-	item      item
+	doc       []byte
 }
 
 // saveItems appends the new state of each item; t.mu is held.
@@ -82,15 +82,7 @@ func (t *Tables) saveItems(refs []itemRef, more ...itemRef) uint64 {
 	}
 	changes := make([]localstate.Change, 0, len(refs)+len(more))
 	for _, r := range append(refs, more...) {
-		c := localstate.Change{Bucket: bucketItems, Key: r.table + "\x00" + r.id}
-		if r.item != nil {
-			b, err := json.Marshal(r.item)
-			if err != nil {
-				continue
-			}
-			c.Value = b
-		}
-		changes = append(changes, c)
+		changes = append(changes, localstate.Change{Bucket: bucketItems, Key: r.table + "\x00" + r.id, Value: r.doc})
 	}
 	return t.journal.Append(changes...)
 }
@@ -119,8 +111,8 @@ func (t *Tables) sweep() []itemRef {
 		if tb.ttl == "" {
 			continue
 		}
-		for id, it := range tb.items {
-			if exp, ok := epochOf(it[tb.ttl]); ok && exp < now.Unix() {
+		for id, s := range tb.items {
+			if s.exp < now.Unix() {
 				delete(tb.items, id)
 				gone = append(gone, itemRef{table: tb.name, id: id})
 			}

@@ -35,9 +35,7 @@ func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotenc
 	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
 		t.Fatal(err)
 	}
-	db := dynamodb.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String("http://linegate.local"),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  awswire.InProcess(awswire.New(awswire.WithDynamoDB(tables)))})
+	s, items := inProcessStore(t, tables, clk)
 	closed := false
 	closeFn := func() {
 		if !closed {
@@ -46,6 +44,17 @@ func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotenc
 		}
 	}
 	t.Cleanup(closeFn)
+	return s, items, closeFn
+}
+
+// inProcessStore is pkg/idempotency's DynamoDB store on the table "idem" of
+// tables, through the real SDK client in process, as linegate local's
+// worker has it, and a count of the table's items.
+func inProcessStore(t *testing.T, tables *awswire.Tables, clk *testclock.Clock) (*idempotency.DynamoDB, func() int) {
+	t.Helper()
+	db := dynamodb.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String("http://linegate.local"),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		HTTPClient:  awswire.InProcess(awswire.New(awswire.WithDynamoDB(tables)))})
 	items := func() int {
 		out, err := db.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String("idem")})
 		if err != nil {
@@ -53,7 +62,7 @@ func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotenc
 		}
 		return int(aws.ToInt64(out.Table.ItemCount))
 	}
-	return idempotency.NewDynamoDB(db, "idem", idempotency.WithDynamoClock(clk.Now)), items, closeFn
+	return idempotency.NewDynamoDB(db, "idem", idempotency.WithDynamoClock(clk.Now)), items
 }
 
 // The idempotency table survives a restart: a completed event is still a

@@ -92,9 +92,7 @@ func (s *Set) Changes() Changes {
 			c.Forgotten = append(c.Forgotten, ref)
 			continue
 		}
-		first := d.msg // what a deduplicated Send returns: its identity, not its content
-		first.Body, first.Attributes, first.TraceHeader = "", nil, ""
-		c.Dedups = append(c.Dedups, SavedDedup{Queue: ref.Queue, Key: ref.ID, First: first, At: d.at})
+		c.Dedups = append(c.Dedups, SavedDedup{Queue: ref.Queue, Key: ref.ID, First: d.msg, At: d.at}) // an identity: Send keeps no more
 	}
 	if s.seqDirty {
 		c.Counter = s.seq

@@ -86,7 +86,9 @@ type Message struct {
 	GroupID, DedupID, Sequence string
 	// Deduplicated is set by Send when the message repeats a deduplication
 	// id sent within the window: it was accepted and not enqueued, and the
-	// returned message is the one first sent.
+	// returned message is the identity of the one first sent (what SQS
+	// answers: its ID and Sequence, with its group and deduplication id; not
+	// its body, attributes or trace header, which the window does not keep).
 	Deduplicated bool
 }
 
@@ -125,10 +127,19 @@ type box struct {
 	dedup map[string]sentOnce // FIFO: deduplication key -> first send
 }
 
-// sentOnce is the first send of a deduplication id.
+// sentOnce is the first send of a deduplication id: its identity only
+// (identity), so the window of a busy FIFO queue — every message sent in
+// the last five minutes — holds no bodies.
 type sentOnce struct {
 	msg Message
 	at  time.Time
+}
+
+// identity is m without its content: what a deduplicated Send returns and
+// the deduplication window keeps.
+func identity(m Message) Message {
+	m.Body, m.Attributes, m.TraceHeader = "", nil, ""
+	return m
 }
 
 // Set holds named queues. Create it with New.
@@ -200,7 +211,7 @@ func (s *Set) Send(name string, m Message, delay time.Duration) (Message, error)
 		s.seq++
 		s.seqDirty = s.track
 		m.Sequence = fmt.Sprintf("%020d", sequenceBase+s.seq)
-		b.dedup[key] = sentOnce{msg: m, at: now}
+		b.dedup[key] = sentOnce{msg: identity(m), at: now}
 		b.noteDedup(key)
 		b.forgetDedup(now)
 	}
