@@ -192,7 +192,7 @@ func (p *process) drained(t *testing.T, timeout time.Duration) {
 		InFlight   int    `json:"inFlight"`
 		DeadLetter bool   `json:"deadLetter"`
 	}
-	for time.Now().Before(deadline) {
+	for first := true; first || time.Now().Before(deadline); first = false {
 		resp, err := http.Get(p.url + "/_local/queues")
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package awswire
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 )
@@ -71,4 +72,38 @@ func expiryOf(it item, attr string) int64 {
 		return exp
 	}
 	return noExpiry
+}
+
+// DeleteWhere deletes every item of the named table whose attribute attr
+// holds the string value, and returns how many it deleted; with Persist the
+// deletions are on disk before it returns. It is not a call of DynamoDB's
+// API but the local operator's: `linegate local`, starting on a state
+// directory, releases the idempotency claims its previous process left in
+// progress (no worker of that process can still be running), so their
+// events run at their next receive instead of waiting out the claims.
+func (t *Tables) DeleteWhere(ctx context.Context, table, attr, value string) (int, error) {
+	t.mu.Lock()
+	tb := t.tables[table]
+	if tb == nil {
+		t.mu.Unlock()
+		return 0, notFound(table)
+	}
+	var gone []itemRef
+	for id := range tb.items {
+		it, err := tb.get(id)
+		if err != nil {
+			t.mu.Unlock()
+			return 0, err
+		}
+		if v := it[attr]; v.typ() == "S" && v.str() == value {
+			delete(tb.items, id)
+			gone = append(gone, itemRef{table: table, id: id})
+		}
+	}
+	var ticket uint64
+	if len(gone) > 0 {
+		ticket = t.saveItems(gone)
+	}
+	t.mu.Unlock()
+	return len(gone), t.durable(ctx, ticket)
 }

@@ -3,6 +3,7 @@ package awswire_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,16 @@ import (
 // through the real SDK client, in process, on persisted tables.
 func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotency.DynamoDB, func() int, func()) {
 	t.Helper()
+	tables, closeFn := persistedTables(t, dir, clk)
+	s, items := inProcessStore(t, tables, clk)
+	return s, items, closeFn
+}
+
+// persistedTables opens the state directory dir and returns its tables,
+// with the table "idem" as linegate local provisions the idempotency
+// table, and the closing of the directory (also a cleanup).
+func persistedTables(t *testing.T, dir string, clk *testclock.Clock) (*awswire.Tables, func()) {
+	t.Helper()
 	st, err := localstate.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +46,6 @@ func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotenc
 	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
 		t.Fatal(err)
 	}
-	s, items := inProcessStore(t, tables, clk)
 	closed := false
 	closeFn := func() {
 		if !closed {
@@ -44,7 +54,7 @@ func persistedStore(t *testing.T, dir string, clk *testclock.Clock) (*idempotenc
 		}
 	}
 	t.Cleanup(closeFn)
-	return s, items, closeFn
+	return tables, closeFn
 }
 
 // inProcessStore is pkg/idempotency's DynamoDB store on the table "idem" of
@@ -121,5 +131,59 @@ func TestTablesPersistAcrossRestart(t *testing.T) {
 	_, items, _ = persistedStore(t, dir, clk)
 	if n := items(); n != 3 {
 		t.Errorf("%d items after a second restart, want the 3 the sweep left", n)
+	}
+}
+
+// DeleteWhere releases the claims in progress and nothing else — not a
+// completed marker, a step result or a session — and its deletions are on
+// disk: a restart does not bring the claims back. An unknown table is
+// ResourceNotFound.
+func TestDeleteWhereReleasesClaimsDurably(t *testing.T) {
+	dir := t.TempDir()
+	clk := testclock.New(time.Now())
+	ctx := context.Background()
+	tables, closeDir := persistedTables(t, dir, clk)
+	s, _ := inProcessStore(t, tables, clk)
+	for _, step := range []error{
+		s.Claim(ctx, "running-1", 30*time.Second),
+		s.Claim(ctx, "running-2", time.Hour),
+		s.Claim(ctx, "done", time.Minute),
+		s.Complete(ctx, "done", 48*time.Hour),
+		s.Claim(ctx, "step", time.Minute),
+		s.CompleteValue(ctx, "step", []byte("in-progress"), time.Hour), // the status's value elsewhere: kept
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	if _, err := s.Put(ctx, "session", []byte(`"in-progress"`), 0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	n, err := tables.DeleteWhere(ctx, "idem", idempotency.AttrStatus, idempotency.StatusInProgress)
+	if err != nil || n != 2 {
+		t.Fatalf("DeleteWhere: %d, %v; want the 2 claims", n, err)
+	}
+	if _, err := tables.DeleteWhere(ctx, "nope", idempotency.AttrStatus, idempotency.StatusInProgress); err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") {
+		t.Errorf("DeleteWhere on an unknown table: %v, want ResourceNotFoundException", err)
+	}
+	closeDir()
+
+	s, items, _ := persistedStore(t, dir, clk)
+	if n := items(); n != 3 {
+		t.Fatalf("%d items after the restart, want 3 (done, step, session)", n)
+	}
+	for _, key := range []string{"running-1", "running-2"} {
+		if err := s.Claim(ctx, key, time.Minute); err != nil {
+			t.Errorf("claim of %s after its release and a restart: %v, want it free", key, err)
+		}
+	}
+	if err := s.Claim(ctx, "done", time.Minute); !errors.Is(err, idempotency.ErrCompleted) {
+		t.Errorf("claim of the completed key: %v, want ErrCompleted", err)
+	}
+	if v, err := s.ClaimValue(ctx, "step", time.Minute); !errors.Is(err, idempotency.ErrCompleted) || string(v) != "in-progress" {
+		t.Errorf("step result: %q, %v", v, err)
+	}
+	if v, err := s.Get(ctx, "session"); err != nil || v.Version != 1 {
+		t.Errorf("session: %+v, %v", v, err)
 	}
 }

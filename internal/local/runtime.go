@@ -298,6 +298,11 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 			return err
 		}
 		r.back = mb
+		if r.state != nil {
+			if err := r.releaseClaims(ctx, mb.tables); err != nil {
+				return err
+			}
+		}
 	}
 	r.ports = r.back.ports()
 	r.ports.chat = r.ports.queues

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/localstate"
+	"github.com/linegate/linegate/pkg/idempotency"
 )
 
 // The state directory (`linegate local --state DIR`): the in-memory cloud's
@@ -88,4 +90,29 @@ func (r *Runtime) syncState(ctx context.Context) error {
 		return nil
 	}
 	return r.state.Sync(ctx)
+}
+
+// releaseClaims deletes the idempotency claims (pkg/idempotency's items in
+// progress) that the previous process on the state directory left in the
+// template's tables; completed markers, step results and sessions stay. It
+// runs at start, before any worker: a claim in the directory then belongs
+// to a handler that died with that process (a SIGKILL, a crash), which
+// would otherwise block its event for the function's timeout in real time
+// (the claim is not scaled by --time-scale, the queues' visibility
+// timeouts are), long enough at --time-scale 30 for every receive to find
+// it held and dead-letter the event. Released, the event runs again at its
+// next receive, as it would once the claim expired.
+func (r *Runtime) releaseClaims(ctx context.Context, tables *awswire.Tables) error {
+	released := 0
+	for _, t := range r.top.Tables {
+		n, err := tables.DeleteWhere(ctx, t.Name, idempotency.AttrStatus, idempotency.StatusInProgress)
+		if err != nil {
+			return fmt.Errorf("--state: release the claims left in %s: %w", t.Name, err)
+		}
+		released += n
+	}
+	if released > 0 {
+		r.out.line("state     released %d claim(s) left in progress by the previous run: their events run again at their next receive", released)
+	}
+	return nil
 }

@@ -114,3 +114,44 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("the local LINE API (fresh after the restart) got %d echoes of the redelivered event, want none", n)
 	}
 }
+
+// A claim the previous process left in the state directory (its handler
+// died with it) is released when linegate local starts again on the
+// directory, so the event runs at its next receive rather than after the
+// claim expires; completed markers stay. The claim here is held for ten
+// minutes: without the release the event could not run within the wait.
+func TestStartReleasesClaimsLeftByThePreviousRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{TimeScale: 30, StateDir: dir}
+	rt, p := start(t, cfg)
+	ctx := context.Background()
+	sam := samWorkerStore(t, rt)
+
+	done := deliver(t, p, p.Text("U00000000000000000000000000000c01", "handled before"))
+	waitEvent(t, rt, 10*time.Second, done, "handled", func(v eventView) bool { return v.Outcome == "ok" })
+	// A handler that claimed this event and died holding the claim: every
+	// receive of the event finds it held.
+	stuck := p.Text("U00000000000000000000000000000c02", "claimed when the process died")
+	id := webhookEventID(t, stuck)
+	if err := sam.Claim(ctx, id, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, p, stuck)
+	waitEvent(t, rt, 10*time.Second, id, "received and found claimed", func(v eventView) bool { return v.ReceiveCount >= 1 })
+	rt.Close()
+
+	out := &syncBuffer{}
+	cfg.Out = out
+	rt, _ = start(t, cfg)
+	waitEvent(t, rt, 20*time.Second, id, "handled after the restart", func(v eventView) bool { return v.Outcome == "ok" })
+	// Its reply token died with the first run's LINE API: the echo is pushed.
+	if _, ok := findMessage(t, rt, "U00000000000000000000000000000c02", "", "claimed when the process died"); !ok {
+		t.Fatal("no echo of the event whose claim was released")
+	}
+	if err := samWorkerStore(t, rt).Claim(ctx, done, time.Minute); !errors.Is(err, idempotency.ErrCompleted) {
+		t.Fatalf("claim of the event completed before the restart: %v, want ErrCompleted (completed markers stay)", err)
+	}
+	if !strings.Contains(out.String(), "released 1 claim(s) left in progress by the previous run") {
+		t.Errorf("the console does not say a claim was released:\n%s", out.String())
+	}
+}
