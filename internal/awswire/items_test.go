@@ -61,3 +61,35 @@ func TestTablesKeepRecordsCompactly(t *testing.T) {
 	}
 	runtime.KeepAlive(tables)
 }
+
+// BenchmarkRecord is an event's idempotency record as the in-process
+// worker writes it: a claim and its completion, through the SDK, on a
+// table that already holds 10,000 records.
+func BenchmarkRecord(b *testing.B) {
+	clk := testclock.New(time.Now())
+	tables := awswire.NewTables("us-east-1", "123456789012", awswire.WithTablesClock(clk.Now))
+	if err := tables.CreateTable("idem", idempotency.AttrID, "S"); err != nil {
+		b.Fatal(err)
+	}
+	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
+		b.Fatal(err)
+	}
+	s, _ := inProcessStore(b, tables, clk)
+	ctx := context.Background()
+	record := func(i int) {
+		key := fmt.Sprintf("01J%023d", i)
+		if err := s.Claim(ctx, key, 30*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Complete(ctx, key, 48*time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 10_000 {
+		record(-1 - i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		record(i)
+	}
+}

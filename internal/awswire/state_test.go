@@ -60,7 +60,7 @@ func persistedTables(t *testing.T, dir string, clk *testclock.Clock) (*awswire.T
 // inProcessStore is pkg/idempotency's DynamoDB store on the table "idem" of
 // tables, through the real SDK client in process, as linegate local's
 // worker has it, and a count of the table's items.
-func inProcessStore(t *testing.T, tables *awswire.Tables, clk *testclock.Clock) (*idempotency.DynamoDB, func() int) {
+func inProcessStore(t testing.TB, tables *awswire.Tables, clk *testclock.Clock) (*idempotency.DynamoDB, func() int) {
 	t.Helper()
 	db := dynamodb.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String("http://linegate.local"),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
