@@ -26,25 +26,7 @@ const maxBytesPerRecord = 600
 // maxBytesPerRecord each.
 func TestTablesKeepRecordsCompactly(t *testing.T) {
 	const events = 5_000
-	clk := testclock.New(time.Now())
-	tables := awswire.NewTables("us-east-1", "123456789012", awswire.WithTablesClock(clk.Now))
-	if err := tables.CreateTable("idem", idempotency.AttrID, "S"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
-		t.Fatal(err)
-	}
-	s, items := inProcessStore(t, tables, clk)
-	ctx := context.Background()
-	record := func(i int) {
-		key := fmt.Sprintf("01J%023d", i) // a webhookEventId's length (a ULID)
-		if err := s.Claim(ctx, key, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Complete(ctx, key, 48*time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tables, record, items := recorder(t)
 	record(-1) // the first call's one-time allocations (the SDK's, the table's)
 	before := testmem.LiveHeap()
 	for i := range events {
@@ -66,25 +48,7 @@ func TestTablesKeepRecordsCompactly(t *testing.T) {
 // worker writes it: a claim and its completion, through the SDK, on a
 // table that already holds 10,000 records.
 func BenchmarkRecord(b *testing.B) {
-	clk := testclock.New(time.Now())
-	tables := awswire.NewTables("us-east-1", "123456789012", awswire.WithTablesClock(clk.Now))
-	if err := tables.CreateTable("idem", idempotency.AttrID, "S"); err != nil {
-		b.Fatal(err)
-	}
-	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
-		b.Fatal(err)
-	}
-	s, _ := inProcessStore(b, tables, clk)
-	ctx := context.Background()
-	record := func(i int) {
-		key := fmt.Sprintf("01J%023d", i)
-		if err := s.Claim(ctx, key, 30*time.Second); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Complete(ctx, key, 48*time.Hour); err != nil {
-			b.Fatal(err)
-		}
-	}
+	_, record, _ := recorder(b)
 	for i := range 10_000 {
 		record(-1 - i)
 	}
@@ -92,4 +56,32 @@ func BenchmarkRecord(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		record(i)
 	}
+}
+
+// recorder returns in-memory tables with the idempotency table "idem", a
+// function that records event i as the in-process worker does (a claim
+// and its completion, through pkg/idempotency's store and the SDK), and a
+// count of the table's items.
+func recorder(tb testing.TB) (*awswire.Tables, func(i int), func() int) {
+	tb.Helper()
+	clk := testclock.New(time.Now())
+	tables := awswire.NewTables("us-east-1", "123456789012", awswire.WithTablesClock(clk.Now))
+	if err := tables.CreateTable("idem", idempotency.AttrID, "S"); err != nil {
+		tb.Fatal(err)
+	}
+	if err := tables.EnableTTL("idem", idempotency.AttrExpiresAt); err != nil {
+		tb.Fatal(err)
+	}
+	s, items := inProcessStore(tb, tables, clk)
+	ctx := context.Background()
+	record := func(i int) {
+		key := fmt.Sprintf("01J%023d", i) // a webhookEventId's length (a ULID)
+		if err := s.Claim(ctx, key, 30*time.Second); err != nil {
+			tb.Fatal(err)
+		}
+		if err := s.Complete(ctx, key, 48*time.Hour); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return tables, record, items
 }
