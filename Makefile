@@ -11,6 +11,9 @@ LAMBDA_BUILD  = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build $(L
 ARTIFACTS_DIR ?= .aws-sam/manual
 FUZZTIME  ?= 20s
 TIME_SCALE ?= 30
+# Where `make local` keeps its queues, tables and event log across restarts
+# (`make local STATE=` runs in memory only).
+STATE     ?= .linegate
 
 .PHONY: build test unit lint local deploy bench fuzz cfn-lint clean \
         build-WebhookFunction build-WorkerFunction build-NotifierFunction build-QuotaFunction
@@ -63,7 +66,7 @@ lint: cfn-lint
 
 ## local: the whole pipeline in one process (see README)
 local:
-	$(GO) run ./cmd/linegate local --time-scale $(TIME_SCALE) $(LOCAL_FLAGS)
+	$(GO) run ./cmd/linegate local --time-scale $(TIME_SCALE) $(if $(STATE),--state $(STATE)) $(LOCAL_FLAGS)
 
 ## deploy: sam build + sam deploy (needs the SAM CLI and AWS credentials)
 deploy:

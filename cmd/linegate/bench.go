@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/linegate/linegate/internal/bench"
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	slowUsers := fs.Int("slow-users", bench.DefaultMixSlowUsers, "mix: users who each start one long job (--work long, default 5s)")
 	quickUsers := fs.Int("quick-users", bench.DefaultMixQuickUsers, "mix: other users who send quick messages")
 	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
+	state := fs.Bool("state", false, "run linegate with --state in a fresh temporary directory: what durable queues and tables cost")
 	inPlace := fs.Bool("in-place", false, "mix: run the slow handlers as ordinary routes (no bot.Long), the design before long work, for comparison")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -56,6 +58,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Events: *events, Concurrency: *conc, Work: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"),
 		Crash: *crash, Chaos: *chaos, TimeScale: *scale, Only: *only, Redeliveries: *redeliveries, RedeliveryInterval: *interval,
 		Template: *tmpl, Pollers: *pollers, DrainTimeout: *drainTimeout, Seed: *seed,
+	}
+	if *state {
+		dir, err := os.MkdirTemp("", "linegate-bench-state-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.StateDir = dir
 	}
 	if *chaos {
 		o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate = *putFail, *handlerFail, *poison, *l429, *l500

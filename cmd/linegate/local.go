@@ -26,6 +26,7 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	verbose := fs.Bool("verbose", false, "also print the functions' JSON logs and EMF metrics to stderr")
 	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback; every path but the webhook then needs the token")
 	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
+	state := fs.String("state", "", "keep queues, DLQs, the DynamoDB tables and the event log in this directory: they survive a crash and a restart (make local uses .linegate)")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -40,8 +41,11 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *endpoint != "" && *scale != 1 {
 		fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
 	}
+	if *state != "" && *endpoint != "" {
+		return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
+	}
 	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
-		AllowRemote: *allowRemote, Token: *token}
+		AllowRemote: *allowRemote, Token: *token, StateDir: *state}
 	if *verbose {
 		cfg.Logs = stderr
 	}
@@ -79,8 +83,12 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 		console += "?token=" + rt.Token()
 	}
 	fmt.Fprintf(w, "  console: %s  (chat as a LINE user, the operator's phone, queues, alarms, events, traces, logs)\n", console)
-	if endpoint == "" {
-		fmt.Fprintln(w, "  state: in memory only: queues, DLQs, the idempotency table and the event log are lost when this process stops")
+	switch {
+	case endpoint != "":
+	case rt.StateDir() != "":
+		fmt.Fprintf(w, "  state: kept in %s: queues, DLQs, the DynamoDB tables and the event log survive a crash and a restart\n", rt.StateDir())
+	default:
+		fmt.Fprintln(w, "  state: in memory only: queues, DLQs, the idempotency table and the event log are lost when this process stops (--state DIR keeps them)")
 	}
 	fmt.Fprintf(w, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
 	fmt.Fprintf(w, "  inspect: %s/_local/events  /_local/line/messages  /_local/line/loading  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())

@@ -12,15 +12,19 @@ import (
 
 // Tables is an in-memory DynamoDB: tables with a partition key (and
 // optionally a sort key), and the item calls of DynamoDB's API with
-// condition and update expressions (see expr.go). TTL is recorded, not
-// enforced: DynamoDB deletes expired items lazily (up to days late), so a
-// reader must check the expiry itself, as pkg/idempotency does.
+// condition and update expressions (see expr.go). TTL deletes expired items
+// as DynamoDB does, lazily: a sweep during writes, at most once a minute,
+// removes items whose TTL attribute (epoch seconds) has passed, so a reader
+// must still check the expiry itself, as pkg/idempotency does. With Persist
+// the tables and their items are kept in a state directory (state.go).
 type Tables struct {
-	mu      sync.Mutex
-	region  string
-	account string
-	tables  map[string]*table
-	now     func() time.Time
+	mu        sync.Mutex
+	region    string
+	account   string
+	tables    map[string]*table
+	now       func() time.Time
+	lastSweep time.Time
+	journal   Journal // set by Persist
 }
 
 type table struct {
@@ -29,8 +33,11 @@ type table struct {
 	attrs   []attrDef
 	ttl     string
 	created time.Time
-	items   map[string]item // by the key's canonical JSON
+	items   map[string]storedItem // by the key's canonical JSON
 }
+
+// sweepEvery bounds how often expired items are looked for.
+const sweepEvery = time.Minute
 
 type keyElem struct {
 	AttributeName string
@@ -44,8 +51,21 @@ type attrDef struct {
 
 // NewTables returns an empty DynamoDB whose table ARNs name region and
 // account.
-func NewTables(region, account string) *Tables {
-	return &Tables{region: region, account: account, tables: map[string]*table{}, now: time.Now}
+func NewTables(region, account string, opts ...TablesOption) *Tables {
+	t := &Tables{region: region, account: account, tables: map[string]*table{}, now: time.Now}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// TablesOption configures Tables.
+type TablesOption func(*Tables)
+
+// WithTablesClock sets the clock of creation times and TTL expiry (default
+// time.Now); tests pass a fake clock to expire items without sleeping.
+func WithTablesClock(now func() time.Time) TablesOption {
+	return func(t *Tables) { t.now = now }
 }
 
 // ddbError is a DynamoDB error document: its shape, message, and for a
@@ -85,15 +105,35 @@ func (s *Server) addDynamoDB() {
 // partition key), as the provisioning of `linegate local` does for each
 // table of the template. An existing table is kept (ResourceInUse is not an
 // error here: provisioning is idempotent).
-func (t *Tables) CreateTable(name string, hashKey, hashType string) {
+func (t *Tables) CreateTable(name string, hashKey, hashType string) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.tables[name] == nil {
-		t.tables[name] = &table{name: name, keys: []keyElem{{hashKey, "HASH"}}, attrs: []attrDef{{hashKey, hashType}}, created: t.now(), items: map[string]item{}}
+	if t.tables[name] != nil {
+		t.mu.Unlock()
+		return nil
 	}
+	tb := &table{name: name, keys: []keyElem{{hashKey, "HASH"}}, attrs: []attrDef{{hashKey, hashType}}, created: t.now(), items: map[string]storedItem{}}
+	t.tables[name] = tb
+	ticket := t.saveTable(tb)
+	t.mu.Unlock()
+	return t.durable(context.Background(), ticket)
 }
 
-func (t *Tables) createTable(_ context.Context, body []byte) (any, error) {
+// EnableTTL makes attr the table's TTL attribute, as UpdateTimeToLive does
+// (the provisioning of `linegate local` sets the template's).
+func (t *Tables) EnableTTL(name, attr string) error {
+	t.mu.Lock()
+	tb := t.tables[name]
+	if tb == nil {
+		t.mu.Unlock()
+		return notFound(name)
+	}
+	tb.setTTL(attr)
+	ticket := t.saveTable(tb)
+	t.mu.Unlock()
+	return t.durable(context.Background(), ticket)
+}
+
+func (t *Tables) createTable(ctx context.Context, body []byte) (any, error) {
 	var in struct {
 		TableName            string
 		KeySchema            []keyElem
@@ -106,13 +146,16 @@ func (t *Tables) createTable(_ context.Context, body []byte) (any, error) {
 		return nil, validation("a table needs a name and a key schema of a HASH key and at most one RANGE key")
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.tables[in.TableName] != nil {
+		t.mu.Unlock()
 		return nil, &ddbError{shape: "ResourceInUseException", msg: "Table already exists: " + in.TableName}
 	}
-	tb := &table{name: in.TableName, keys: in.KeySchema, attrs: in.AttributeDefinitions, created: t.now(), items: map[string]item{}}
+	tb := &table{name: in.TableName, keys: in.KeySchema, attrs: in.AttributeDefinitions, created: t.now(), items: map[string]storedItem{}}
 	t.tables[in.TableName] = tb
-	return map[string]any{"TableDescription": t.describe(tb)}, nil
+	out := map[string]any{"TableDescription": t.describe(tb)}
+	ticket := t.saveTable(tb)
+	t.mu.Unlock()
+	return out, t.durable(ctx, ticket)
 }
 
 func (t *Tables) describe(tb *table) map[string]any {
@@ -139,7 +182,7 @@ func (t *Tables) describeTable(_ context.Context, body []byte) (any, error) {
 	return map[string]any{"Table": t.describe(tb)}, nil
 }
 
-func (t *Tables) updateTimeToLive(_ context.Context, body []byte) (any, error) {
+func (t *Tables) updateTimeToLive(ctx context.Context, body []byte) (any, error) {
 	var in struct {
 		TableName               string
 		TimeToLiveSpecification struct {
@@ -151,16 +194,19 @@ func (t *Tables) updateTimeToLive(_ context.Context, body []byte) (any, error) {
 		return nil, err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	tb := t.tables[in.TableName]
 	if tb == nil {
+		t.mu.Unlock()
 		return nil, notFound(in.TableName)
 	}
-	tb.ttl = ""
+	attr := ""
 	if in.TimeToLiveSpecification.Enabled {
-		tb.ttl = in.TimeToLiveSpecification.AttributeName
+		attr = in.TimeToLiveSpecification.AttributeName
 	}
-	return map[string]any{"TimeToLiveSpecification": in.TimeToLiveSpecification}, nil
+	tb.setTTL(attr)
+	ticket := t.saveTable(tb)
+	t.mu.Unlock()
+	return map[string]any{"TimeToLiveSpecification": in.TimeToLiveSpecification}, t.durable(ctx, ticket)
 }
 
 // itemRequest is the members the item calls share.
@@ -211,13 +257,28 @@ func (tb *table) keyOf(k item, exact bool) (string, item, error) {
 // onItem runs fn on the item named by in (its Key, or the key attributes of
 // its Item) under the table lock, after checking the condition. fn returns
 // the new item (nil deletes it).
-func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error)) (any, error) {
+func (t *Tables) onItem(ctx context.Context, body []byte, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error)) (any, error) {
 	var in itemRequest
 	tb, unlock, err := t.lockTable(body, &in)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	var ticket uint64
+	out, err := t.changeItem(tb, &in, useItem, exactKey, fn, &ticket)
+	unlock()
+	if derr := t.durable(ctx, ticket); derr != nil && err == nil {
+		return nil, derr
+	}
+	return out, err
+}
+
+// changeItem is onItem's work under the lock; ticket gets the journal
+// ticket of what it changed.
+func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error), ticket *uint64) (any, error) {
+	swept := t.sweep()
+	if len(swept) > 0 {
+		*ticket = t.saveItems(swept) // dropped from memory: so from disk
+	}
 	src := in.Key
 	if useItem {
 		src = in.Item
@@ -226,7 +287,10 @@ func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemReq
 	if err != nil {
 		return nil, err
 	}
-	old := tb.items[id]
+	old, err := tb.get(id)
+	if err != nil {
+		return nil, err
+	}
 	env := &exprEnv{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues, used: map[string]bool{}}
 	if in.ConditionExpression != nil {
 		ok, err := evalCondition(*in.ConditionExpression, env, orEmpty(old))
@@ -248,7 +312,7 @@ func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemReq
 			return nil, e
 		}
 	}
-	next, err := fn(&in, old)
+	next, err := fn(in, old)
 	if err == nil && in.UpdateExpression != nil {
 		err = applyUpdate(*in.UpdateExpression, env, next)
 	}
@@ -258,11 +322,13 @@ func (t *Tables) onItem(body []byte, useItem, exactKey bool, fn func(in *itemReq
 	if err := env.unused(); err != nil {
 		return nil, validation("%v", err)
 	}
+	ref := itemRef{table: tb.name, id: id}
 	if next == nil {
 		delete(tb.items, id)
-	} else {
-		tb.items[id] = next
+	} else if ref.doc, err = tb.set(id, next); err != nil {
+		return nil, err
 	}
+	*ticket = max(*ticket, t.saveItems(nil, ref))
 	out := map[string]any{}
 	switch in.ReturnValues {
 	case "ALL_OLD":
@@ -308,8 +374,8 @@ func copyItem(it item) item {
 	return out
 }
 
-func (t *Tables) putItem(_ context.Context, body []byte) (any, error) {
-	return t.onItem(body, true, false, func(in *itemRequest, _ item) (item, error) {
+func (t *Tables) putItem(ctx context.Context, body []byte) (any, error) {
+	return t.onItem(ctx, body, true, false, func(in *itemRequest, _ item) (item, error) {
 		if in.UpdateExpression != nil {
 			return nil, fmt.Errorf("PutItem takes no UpdateExpression")
 		}
@@ -317,8 +383,8 @@ func (t *Tables) putItem(_ context.Context, body []byte) (any, error) {
 	})
 }
 
-func (t *Tables) updateItem(_ context.Context, body []byte) (any, error) {
-	return t.onItem(body, false, true, func(in *itemRequest, old item) (item, error) {
+func (t *Tables) updateItem(ctx context.Context, body []byte) (any, error) {
+	return t.onItem(ctx, body, false, true, func(in *itemRequest, old item) (item, error) {
 		next := copyItem(old)
 		for k, v := range in.Key {
 			next[k] = v
@@ -327,8 +393,8 @@ func (t *Tables) updateItem(_ context.Context, body []byte) (any, error) {
 	})
 }
 
-func (t *Tables) deleteItem(_ context.Context, body []byte) (any, error) {
-	return t.onItem(body, false, true, func(*itemRequest, item) (item, error) { return nil, nil })
+func (t *Tables) deleteItem(ctx context.Context, body []byte) (any, error) {
+	return t.onItem(ctx, body, false, true, func(*itemRequest, item) (item, error) { return nil, nil })
 }
 
 func (t *Tables) getItem(_ context.Context, body []byte) (any, error) {
@@ -342,10 +408,11 @@ func (t *Tables) getItem(_ context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if it := tb.items[id]; it != nil {
-		return map[string]any{"Item": it}, nil
+	it, err := tb.get(id)
+	if err != nil || it == nil {
+		return map[string]any{}, err
 	}
-	return map[string]any{}, nil
+	return map[string]any{"Item": it}, nil
 }
 
 // writeDDBError writes e as DynamoDB's error document.

@@ -106,6 +106,9 @@ type Options struct {
 	// Template is linegate's template.yaml and Params its overrides.
 	Template string
 	Params   map[string]string
+	// StateDir runs linegate with `linegate local --state` in that (empty)
+	// directory, to measure what durability costs; "" runs in memory.
+	StateDir string
 	// Pollers overrides the template's WorkerMaxConcurrency (pollers per
 	// queue); RecordConcurrency is how many records of a batch run at once
 	// (default 10, a whole batch).

@@ -95,6 +95,7 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 		WorkerOptions: []worker.Option{worker.WithConcurrency(o.RecordConcurrency)},
 		// The accounting reads every event and every send of the run.
 		EventLogSize: 2*o.Events + 1000, LineRecords: 4*o.Events + 1000,
+		StateDir: o.StateDir,
 	})
 	if err != nil {
 		return SystemResult{}, Accounting{}, 0, fmt.Errorf("linegate: %w", err)

@@ -22,8 +22,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/pkg/idempotency"
 )
@@ -45,15 +47,48 @@ type backend interface {
 	close()
 }
 
-// memBackend is the in-memory cloud.
+// memBackend is the in-memory cloud, and the template's DynamoDB tables
+// served by the AWS endpoint: the in-process worker reaches them with
+// pkg/idempotency's DynamoDB store and the real SDK client over an
+// in-process transport, so it shares them with a worker run by `sam local
+// invoke` (one idempotency table for both) and runs Lambda's store code.
 type memBackend struct {
-	c     *mem.Cloud
-	scale float64
+	c      *mem.Cloud
+	scale  float64
+	tables *awswire.Tables
+	ddb    *dynamodb.Client
 }
 
-func newMemBackend(top *template.Topology, scale float64, log *slog.Logger) *memBackend {
-	return &memBackend{scale: scale,
-		c: mem.New(mem.WithTimeScale(scale), mem.WithRegion(top.Region), mem.WithAccount(top.AccountID), mem.WithLogger(log))}
+// newMemBackend builds the cloud and the tables, restored from st and
+// journaled to it when st is not nil (--state).
+func newMemBackend(top *template.Topology, scale float64, log *slog.Logger, st *localstate.Store) (*memBackend, error) {
+	b := &memBackend{scale: scale,
+		c:      mem.New(mem.WithTimeScale(scale), mem.WithRegion(top.Region), mem.WithAccount(top.AccountID), mem.WithLogger(log)),
+		tables: awswire.NewTables(top.Region, top.AccountID)}
+	if st != nil {
+		if err := b.c.Persist(st); err != nil {
+			b.close()
+			return nil, fmt.Errorf("--state: %w", err)
+		}
+		if err := b.tables.Persist(st); err != nil {
+			b.close()
+			return nil, fmt.Errorf("--state: %w", err)
+		}
+	}
+	for _, t := range top.Tables {
+		err := b.tables.CreateTable(t.Name, orDefault(t.HashKey, idempotency.AttrID), "S")
+		if err == nil && t.TTLAttribute != "" {
+			err = b.tables.EnableTTL(t.Name, t.TTLAttribute)
+		}
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+	}
+	b.ddb = dynamodb.NewFromConfig(aws.Config{Region: top.Region, BaseEndpoint: aws.String("http://linegate-local.invalid"),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		HTTPClient:  awswire.InProcess(awswire.New(awswire.WithDynamoDB(b.tables)))})
+	return b, nil
 }
 
 func (b *memBackend) ports() cloudPorts {
@@ -69,8 +104,8 @@ func (b *memBackend) subscribe(_ context.Context, arn string, fn func(context.Co
 	_, err := b.c.SubscribeFunc(arn, fn)
 	return err
 }
-func (b *memBackend) store(context.Context, template.Table) (tableStore, error) {
-	return idempotency.NewMemory(), nil
+func (b *memBackend) store(_ context.Context, t template.Table) (tableStore, error) {
+	return idempotency.NewDynamoDB(b.ddb, t.Name), nil
 }
 func (b *memBackend) close() { _ = b.c.Close() }
 

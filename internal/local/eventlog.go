@@ -85,13 +85,19 @@ func newRingStore(size int) *ringStore {
 
 func (s *ringStore) get(id string) (eventView, bool) { v, ok := s.byID[id]; return v, ok }
 
-func (s *ringStore) put(v eventView) {
-	if _, ok := s.byID[v.WebhookEventID]; !ok {
-		if old, evicted := s.order.Push(v.WebhookEventID); evicted {
-			delete(s.byID, old)
+func (s *ringStore) put(v eventView) { s.insert(v) }
+
+// insert is put, reporting whether v's entry is new and which one it
+// pushed out of the ring.
+func (s *ringStore) insert(v eventView) (added bool, evicted string, ok bool) {
+	if _, known := s.byID[v.WebhookEventID]; !known {
+		added = true
+		if evicted, ok = s.order.Push(v.WebhookEventID); ok {
+			delete(s.byID, evicted)
 		}
 	}
 	s.byID[v.WebhookEventID] = v
+	return added, evicted, ok
 }
 
 func (s *ringStore) list() []eventView {

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -256,6 +257,11 @@ func (b acceptingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsIn
 			acc.accept(heads[i].WebhookEventID)
 		}
 		b.r.events.accepted(heads[i].WebhookEventID, heads[i].Type, trace)
+	}
+	// With --state the bus's events are on disk already; their event log
+	// entries are before the webhook answers too.
+	if err := b.r.syncState(ctx); err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
 	}
 	b.r.console.hub.Notify(console.TopicEvents)
 	return out, err

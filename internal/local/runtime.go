@@ -29,6 +29,7 @@ import (
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/xraycollector"
 	"github.com/linegate/linegate/pkg/bot"
@@ -97,6 +98,14 @@ type Config struct {
 	LineRecords int
 	// Traces bounds /_local/traces (default DefaultTraces).
 	Traces int
+	// StateDir, when set, keeps the in-memory cloud's state in that
+	// directory (created when missing): the queues and DLQs with their FIFO
+	// state and in-flight messages, the DynamoDB tables (idempotency
+	// records, steps, sessions, crash markers) and the event log survive a
+	// crash and a restart. Every change that backs an acknowledgement is
+	// durable (fsync'd) before the acknowledgement. Not with EndpointURL:
+	// the endpoint keeps its own state.
+	StateDir string
 }
 
 // TemplateParams is params plus the values linegate local gives the
@@ -126,8 +135,9 @@ type Runtime struct {
 	top        *template.Topology
 	back       backend
 	ports      cloudPorts
-	mem        *mem.Cloud      // nil with the endpoint backend
-	tables     *awswire.Tables // the AWS endpoint's DynamoDB; nil with the endpoint backend
+	mem        *mem.Cloud        // nil with the endpoint backend
+	tables     *awswire.Tables   // the AWS endpoint's DynamoDB; nil with the endpoint backend
+	state      *localstate.Store // Config.StateDir; nil in memory
 	workers    []*workerRun
 	workersMu  sync.Mutex
 	res        resources
@@ -225,6 +235,9 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.Template, err)
 	}
+	if cfg.StateDir != "" && cfg.EndpointURL != "" {
+		return nil, errors.New("--state keeps the in-memory cloud's state; with --endpoint-url the endpoint keeps its own: pass one of them")
+	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.AllowRemote && cfg.Token == "" {
 		cfg.Token = newToken()
@@ -240,6 +253,18 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg: cfg, top: top, ln: ln, url: "http://" + dialAddr(ln.Addr()), rctx: rctx, cancel: cancel,
 		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
 		log: telemetry.NewLogger(cfg.Logs), console: cs,
+	}
+	if cfg.StateDir != "" {
+		if r.state, err = openState(cfg.StateDir); err != nil {
+			r.Close()
+			return nil, err
+		}
+		store, err := newJournaledStore(cfg.EventLogSize, r.state)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("--state %s: %w", cfg.StateDir, err)
+		}
+		r.events.store = store
 	}
 	if err := r.start(ctx, rctx); err != nil {
 		r.Close()
@@ -272,17 +297,22 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	if r.cfg.EndpointURL != "" {
 		r.back = newEndpointBackend(r.cfg.EndpointURL, r.top.Region, r.log)
 	} else {
-		r.back = newMemBackend(r.top, r.cfg.TimeScale, r.log)
+		mb, err := newMemBackend(r.top, r.cfg.TimeScale, r.log, r.state)
+		if err != nil {
+			return err
+		}
+		r.back = mb
+		if r.state != nil {
+			if err := r.releaseClaims(ctx, mb.tables); err != nil {
+				return err
+			}
+		}
 	}
 	r.ports = r.back.ports()
 	r.ports.chat = r.ports.queues
 	res, err := provision(ctx, r.ports.queues, r.ports.rules, r.ports.topics, r.top)
 	if mb, ok := r.back.(*memBackend); ok {
-		r.mem = mb.c
-		r.tables = awswire.NewTables(r.top.Region, r.top.AccountID)
-		for _, t := range r.top.Tables {
-			r.tables.CreateTable(t.Name, orDefault(t.HashKey, "id"), "S")
-		}
+		r.mem, r.tables = mb.c, mb.tables
 		rtt := roundTrip{region: r.top.Region, latency: r.cfg.BusLatency}
 		r.ports.bus, r.ports.chat = tracedBus{r.ports.bus, rtt}, tracedChatQueue{r.ports.chat, rtt}
 		r.ports.ops = tracedTopics{next: r.ports.ops, region: r.top.Region}
@@ -343,8 +373,14 @@ func (r *Runtime) Close() error {
 	if r.collector != nil {
 		_ = r.collector.Close()
 	}
+	if r.state != nil {
+		_ = r.state.Close()
+	}
 	return nil
 }
+
+// StateDir is the directory the runtime keeps its state in ("": memory).
+func (r *Runtime) StateDir() string { return r.cfg.StateDir }
 
 // functionEnv is a function's environment from the template with the local
 // overrides: plain secrets instead of SSM parameters, the local LINE API, and

@@ -14,6 +14,7 @@ import (
 
 // Attribute names of the DynamoDB table. The table's partition key is
 // AttrID (S); AttrExpiresAt (N, epoch seconds) is the table's TTL attribute.
+// AttrStatus (S) is StatusInProgress or StatusCompleted on a claim's item.
 // AttrValue (B) holds a step result or a session's state, AttrVersion (N) a
 // versioned value's version.
 const (
@@ -99,7 +100,7 @@ func (d *DynamoDB) ClaimValue(ctx context.Context, key string, inProgressFor tim
 			TableName: aws.String(d.table),
 			Item: map[string]types.AttributeValue{
 				AttrID:        &types.AttributeValueMemberS{Value: key},
-				AttrStatus:    &types.AttributeValueMemberS{Value: statusInProgress},
+				AttrStatus:    &types.AttributeValueMemberS{Value: StatusInProgress},
 				AttrExpiresAt: epochSeconds(ceilSecond(now.Add(inProgressFor))),
 			},
 			ConditionExpression:      aws.String("attribute_not_exists(#id) OR #exp < :now"),
@@ -131,7 +132,7 @@ func (d *DynamoDB) ClaimValue(ctx context.Context, key string, inProgressFor tim
 		if old == nil {
 			continue // released or deleted in between: try again
 		}
-		if s, ok := old[AttrStatus].(*types.AttributeValueMemberS); ok && s.Value == statusCompleted {
+		if s, ok := old[AttrStatus].(*types.AttributeValueMemberS); ok && s.Value == StatusCompleted {
 			var value []byte
 			if b, ok := old[AttrValue].(*types.AttributeValueMemberB); ok {
 				value = b.Value
@@ -159,8 +160,8 @@ func (d *DynamoDB) CompleteValue(ctx context.Context, key string, value []byte, 
 	update := "SET #st = :done, #exp = :exp"
 	names := map[string]string{"#id": AttrID, "#st": AttrStatus, "#exp": AttrExpiresAt}
 	values := map[string]types.AttributeValue{
-		":done":       &types.AttributeValueMemberS{Value: statusCompleted},
-		":inprogress": &types.AttributeValueMemberS{Value: statusInProgress},
+		":done":       &types.AttributeValueMemberS{Value: StatusCompleted},
+		":inprogress": &types.AttributeValueMemberS{Value: StatusInProgress},
 		":exp":        epochSeconds(ceilSecond(d.now().Add(keepFor))),
 	}
 	if value != nil {
@@ -195,7 +196,7 @@ func (d *DynamoDB) Release(ctx context.Context, key string) error {
 		Key:                       d.key(key),
 		ConditionExpression:       aws.String("#st = :inprogress"),
 		ExpressionAttributeNames:  map[string]string{"#st": AttrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":inprogress": &types.AttributeValueMemberS{Value: statusInProgress}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":inprogress": &types.AttributeValueMemberS{Value: StatusInProgress}},
 	})
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException

@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
+// The values of AttrStatus: a claim (a worker is handling the key, or was
+// when it died: the claim then blocks the key until it expires) and a
+// completed marker. An item without a status is a versioned value.
 const (
-	statusInProgress = "in-progress"
-	statusCompleted  = "completed"
+	StatusInProgress = "in-progress"
+	StatusCompleted  = "completed"
 )
 
 // sweepEvery bounds how often the memory store scans for expired entries.
@@ -82,12 +85,12 @@ func (m *Memory) ClaimValue(ctx context.Context, key string, inProgressFor time.
 	defer m.mu.Unlock()
 	m.sweepLocked(now)
 	if e, ok := m.entries[key]; ok && now.Before(e.expiresAt) {
-		if e.status == statusCompleted {
+		if e.status == StatusCompleted {
 			return clone(e.value), ErrCompleted
 		}
 		return nil, ErrInProgress
 	}
-	m.entries[key] = entry{status: statusInProgress, expiresAt: now.Add(inProgressFor)}
+	m.entries[key] = entry{status: StatusInProgress, expiresAt: now.Add(inProgressFor)}
 	return nil, nil
 }
 
@@ -111,10 +114,10 @@ func (m *Memory) CompleteValue(ctx context.Context, key string, value []byte, ke
 	// An expired in-progress claim still completes: the effect happened, and
 	// recording it stops further duplicates.
 	e, ok := m.entries[key]
-	if !ok || e.status != statusInProgress {
+	if !ok || e.status != StatusInProgress {
 		return fmt.Errorf("idempotency: complete %q: %w", key, ErrNotClaimed)
 	}
-	m.entries[key] = entry{status: statusCompleted, value: clone(value), expiresAt: now.Add(keepFor)}
+	m.entries[key] = entry{status: StatusCompleted, value: clone(value), expiresAt: now.Add(keepFor)}
 	return nil
 }
 
@@ -126,7 +129,7 @@ func (m *Memory) Release(ctx context.Context, key string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.entries[key]; ok && e.status == statusInProgress {
+	if e, ok := m.entries[key]; ok && e.status == StatusInProgress {
 		delete(m.entries, key)
 	}
 	return nil

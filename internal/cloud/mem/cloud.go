@@ -117,6 +117,8 @@ type Cloud struct {
 	topics    map[string]*topic
 	failPut   func(ebtypes.PutEventsRequestEntry) (string, bool)
 	closed    bool
+	journal   Journal // set by Persist
+	ticket    uint64  // the journal ticket of the call holding mu (0: nothing changed)
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
@@ -192,14 +194,22 @@ func (c *Cloud) busArn(name string) string {
 // locked runs fn under the cloud lock as operation op of service: after
 // Close it fails with ErrClosed, and fn's error comes back wrapped as the SDK
 // wraps a service's errors. Every SDK-shaped method runs its body through it
-// (SQS's through onQueue, EventBridge's rule calls through onRule).
+// (SQS's through onQueue, EventBridge's rule calls through onRule). With
+// Persist, a call that changed a queue returns only once the change is on
+// disk (waited for after the lock is released, so calls share commits).
 func locked[O any](c *Cloud, service, op string, fn func() (*O, error)) (*O, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil, opErr(service, op, ErrClosed)
 	}
+	c.ticket = 0
 	out, err := fn()
+	ticket := c.ticket
+	c.mu.Unlock()
+	if derr := c.durable(ticket); derr != nil && err == nil {
+		err = derr
+	}
 	if err != nil {
 		return nil, opErr(service, op, err)
 	}

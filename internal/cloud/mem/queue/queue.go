@@ -86,7 +86,9 @@ type Message struct {
 	GroupID, DedupID, Sequence string
 	// Deduplicated is set by Send when the message repeats a deduplication
 	// id sent within the window: it was accepted and not enqueued, and the
-	// returned message is the one first sent.
+	// returned message is the identity of the one first sent (what SQS
+	// answers: its ID and Sequence, with its group and deduplication id; not
+	// its body, attributes or trace header, which the window does not keep).
 	Deduplicated bool
 }
 
@@ -111,11 +113,13 @@ type entry struct {
 	Message
 	visibleAt time.Time // when it may next be received (delay or visibility)
 	inFlight  bool
-	seq       int  // receive sequence; the latest handle carries it
-	origin    *box // the queue it was dead-lettered from
+	seq       int    // receive sequence; the latest handle carries it
+	origin    *box   // the queue it was dead-lettered from
+	pos       uint64 // when it entered its queue: the order Restore puts it back in
 }
 
 type box struct {
+	set   *Set
 	name  string
 	cfg   Config
 	msgs  []*entry // in send order
@@ -123,10 +127,19 @@ type box struct {
 	dedup map[string]sentOnce // FIFO: deduplication key -> first send
 }
 
-// sentOnce is the first send of a deduplication id.
+// sentOnce is the first send of a deduplication id: its identity only
+// (identity), so the window of a busy FIFO queue — every message sent in
+// the last five minutes — holds no bodies.
 type sentOnce struct {
 	msg Message
 	at  time.Time
+}
+
+// identity is m without its content: what a deduplicated Send returns and
+// the deduplication window keeps.
+func identity(m Message) Message {
+	m.Body, m.Attributes, m.TraceHeader = "", nil, ""
+	return m
 }
 
 // Set holds named queues. Create it with New.
@@ -134,6 +147,13 @@ type Set struct {
 	now    func() time.Time
 	queues map[string]*box
 	seq    uint64 // the last sequence number given
+	pos    uint64 // the last position given to a message entering a queue
+
+	// Tracking (Track): what changed since the last Changes.
+	track      bool
+	dirty      map[Ref]*entry    // nil: gone from that queue
+	dirtyDedup map[Ref]*sentOnce // nil: forgotten
+	seqDirty   bool
 }
 
 // New returns an empty Set whose "now" is the given clock.
@@ -145,13 +165,18 @@ func New(now func() time.Time) *Set {
 func (s *Set) Configure(name string, cfg Config) {
 	b, ok := s.queues[name]
 	if !ok {
-		b = &box{name: name, byID: map[string]*entry{}, dedup: map[string]sentOnce{}}
-		s.queues[name] = b
+		b = s.newBox(name)
 	}
 	if cfg.DedupWindow <= 0 {
 		cfg.DedupWindow = DefaultDedupWindow
 	}
 	b.cfg = cfg
+}
+
+func (s *Set) newBox(name string) *box {
+	b := &box{set: s, name: name, byID: map[string]*entry{}, dedup: map[string]sentOnce{}}
+	s.queues[name] = b
+	return b
 }
 
 func (s *Set) box(name string) (*box, error) {
@@ -184,8 +209,10 @@ func (s *Set) Send(name string, m Message, delay time.Duration) (Message, error)
 			return first.msg, nil
 		}
 		s.seq++
+		s.seqDirty = s.track
 		m.Sequence = fmt.Sprintf("%020d", sequenceBase+s.seq)
-		b.dedup[key] = sentOnce{msg: m, at: now}
+		b.dedup[key] = sentOnce{msg: identity(m), at: now}
+		b.noteDedup(key)
 		b.forgetDedup(now)
 	}
 	b.push(&entry{Message: m, visibleAt: now.Add(delay)})
@@ -221,6 +248,7 @@ func (b *box) forgetDedup(now time.Time) {
 	for k, v := range b.dedup {
 		if now.Sub(v.at) >= b.cfg.DedupWindow {
 			delete(b.dedup, k)
+			b.noteDedup(k)
 		}
 	}
 }
@@ -271,6 +299,7 @@ func (s *Set) Receive(name string, max int, visibility time.Duration) (Received,
 		}
 		e.inFlight, e.visibleAt = true, now.Add(visibility)
 		e.Handle = encodeHandle(b.name, e.ID, e.seq)
+		b.note(e)
 		r.Messages = append(r.Messages, e.Message)
 	}
 	return r, nil
@@ -294,7 +323,7 @@ func (s *Set) Delete(name, handle string) (bool, error) {
 // ChangeVisibility hides an in-flight message for d from now; 0 makes it
 // visible at once.
 func (s *Set) ChangeVisibility(name, handle string, d time.Duration) error {
-	_, e, err := s.handle(name, handle)
+	b, e, err := s.handle(name, handle)
 	if err != nil {
 		return err
 	}
@@ -306,6 +335,7 @@ func (s *Set) ChangeVisibility(name, handle string, d time.Duration) error {
 	if d == 0 {
 		e.inFlight = false
 	}
+	b.note(e)
 	return nil
 }
 
@@ -331,6 +361,9 @@ func (s *Set) Purge(name string) error {
 	b, err := s.box(name)
 	if err != nil {
 		return err
+	}
+	for _, e := range b.msgs {
+		b.noteGone(e)
 	}
 	b.msgs, b.byID = nil, map[string]*entry{}
 	return nil
@@ -386,6 +419,7 @@ func (s *Set) Move(src, dst string) (moved, stuck int, err error) {
 			continue
 		}
 		delete(from.byID, e.ID)
+		from.noteGone(e)
 		m := e.Message
 		*e = entry{Message: Message{ID: m.ID, Body: m.Body, TraceHeader: m.TraceHeader, Attributes: m.Attributes, Sent: m.Sent,
 			GroupID: m.GroupID, DedupID: m.DedupID, Sequence: m.Sequence}, visibleAt: now}
@@ -397,12 +431,16 @@ func (s *Set) Move(src, dst string) (moved, stuck int, err error) {
 }
 
 func (b *box) push(e *entry) {
+	b.set.pos++
+	e.pos = b.set.pos
 	b.msgs = append(b.msgs, e)
 	b.byID[e.ID] = e
+	b.note(e)
 }
 
 func (b *box) remove(e *entry) {
 	delete(b.byID, e.ID)
+	b.noteGone(e)
 	for i, x := range b.msgs {
 		if x == e {
 			b.msgs = append(b.msgs[:i], b.msgs[i+1:]...)
@@ -420,6 +458,7 @@ func (b *box) expire(now time.Time) {
 	for _, e := range b.msgs {
 		if now.Sub(e.Sent) >= b.cfg.Retention {
 			delete(b.byID, e.ID)
+			b.noteGone(e)
 			continue
 		}
 		keep = append(keep, e)

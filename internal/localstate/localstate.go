@@ -1,0 +1,280 @@
+// Package localstate keeps `linegate local --state DIR` durable: one bbolt
+// database in DIR that the in-memory cloud's queues, the local DynamoDB
+// tables and the event log write their changes to, and read back at start.
+//
+// The in-memory structures stay the source of truth while the process runs;
+// this package is their journal. A component changes its memory under its
+// own lock and appends the change (Append, cheap and ordered), then, after
+// releasing the lock, waits until the change is durable (Wait) before it
+// acknowledges anything. One committer goroutine writes whatever has been
+// appended in a single bbolt transaction, whose commit is fsync'd (bbolt's
+// default: NoSync off): concurrent writers share one fsync (group commit),
+// a lone writer waits for exactly one, and changes are applied in the
+// order they were appended, so the last write of a key wins on disk as in
+// memory.
+//
+// A commit that fails (a full disk) fails every waiter from then on: the
+// memory has moved ahead of the disk, and acknowledging more would promise
+// what a restart cannot keep.
+package localstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// FileName is the database's name inside the state directory.
+const FileName = "state.db"
+
+// ErrInUse is returned by Open when another process holds the directory's
+// database (bbolt locks the file): two linegate local processes cannot
+// share one state directory.
+var ErrInUse = errors.New("localstate: the state directory is in use by another process")
+
+// ErrClosed is returned by Wait after Close.
+var ErrClosed = errors.New("localstate: closed")
+
+// lockTimeout is how long Open waits for another process's lock.
+const lockTimeout = time.Second
+
+// Change is one key's new value in a bucket; a nil Value deletes the key.
+// The Store owns Key and Value once they are appended: the caller must not
+// modify them afterwards.
+type Change struct {
+	Bucket string
+	Key    string
+	Value  []byte
+}
+
+// Stats counts what the Store did: Changes appended and the Commits (each
+// one fsync'd transaction) they took.
+type Stats struct {
+	Changes, Commits uint64
+}
+
+// Store is an open state directory. It is safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	path string
+
+	mu       sync.Mutex
+	pending  []Change
+	appended uint64        // the ticket of the last Append
+	durable  uint64        // every ticket up to this one is on disk
+	err      error         // the first failed commit: sticky
+	closed   bool          // no more commits after the final one
+	done     chan struct{} // closed and replaced after every commit
+	wake     chan struct{} // one token: pending changes are waiting
+	stats    Stats
+	stopped  chan struct{} // closed when the committer returns
+}
+
+// Open opens (creating it when needed) the state directory dir.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("localstate: create %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", ErrInUse, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("localstate: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, done: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Append queues changes to be committed in order after every change
+// appended before, and returns their ticket for Wait. It never blocks on
+// the disk. Appending nothing returns the latest ticket.
+func (s *Store) Append(changes ...Change) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(changes) == 0 {
+		return s.appended
+	}
+	if s.closed {
+		s.appended++ // never durable: Wait reports ErrClosed
+		return s.appended
+	}
+	s.pending = append(s.pending, changes...)
+	s.appended++
+	s.stats.Changes += uint64(len(changes))
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return s.appended
+}
+
+// Wait returns once every change up to ticket is durable, or with the
+// error of the commit that failed, ErrClosed after Close, or the context's
+// error. A context that ends does not undo the change: it is committed all
+// the same, the caller only stops waiting.
+func (s *Store) Wait(ctx context.Context, ticket uint64) error {
+	for {
+		s.mu.Lock()
+		durable, err, closed, done := s.durable, s.err, s.closed, s.done
+		s.mu.Unlock()
+		switch {
+		case durable >= ticket:
+			return nil
+		case err != nil:
+			return err
+		case closed:
+			return ErrClosed
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("localstate: waiting for change %d to be durable: %w", ticket, ctx.Err())
+		}
+	}
+}
+
+// Write appends changes and waits until they are durable.
+func (s *Store) Write(ctx context.Context, changes ...Change) error {
+	return s.Wait(ctx, s.Append(changes...))
+}
+
+// Sync waits until everything appended so far is durable.
+func (s *Store) Sync(ctx context.Context) error { return s.Wait(ctx, s.Append()) }
+
+// Stats reports the changes appended and the commits made so far.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Each calls fn with every key and value of bucket on disk, in key order
+// (nothing when the bucket does not exist). The slices are valid only
+// during the call. Call it at start, before appending to the bucket.
+func (s *Store) Each(bucket string, fn func(key, value []byte) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if err := fn(k, v); err != nil {
+				return fmt.Errorf("localstate: %s %q: %w", bucket, k, err)
+			}
+			return nil
+		})
+	})
+}
+
+// commitLoop commits whatever was appended, one transaction at a time,
+// until Close.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	for range s.wake {
+		s.mu.Lock()
+		batch, ticket := s.pending, s.appended
+		s.pending = nil
+		failed := s.err != nil
+		s.mu.Unlock()
+		if len(batch) == 0 || failed {
+			continue
+		}
+		err := s.db.Update(func(tx *bolt.Tx) error { return apply(tx, batch) })
+		s.mu.Lock()
+		if err != nil {
+			s.err = fmt.Errorf("localstate: commit to %s: %w", s.path, err)
+		} else {
+			s.durable = ticket
+			s.stats.Commits++
+		}
+		close(s.done)
+		s.done = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+func apply(tx *bolt.Tx, batch []Change) error {
+	buckets := map[string]*bolt.Bucket{}
+	for _, c := range batch {
+		b := buckets[c.Bucket]
+		if b == nil {
+			var err error
+			if b, err = tx.CreateBucketIfNotExists([]byte(c.Bucket)); err != nil {
+				return fmt.Errorf("bucket %s: %w", c.Bucket, err)
+			}
+			buckets[c.Bucket] = b
+		}
+		var err error
+		if c.Value == nil {
+			err = b.Delete([]byte(c.Key))
+		} else {
+			err = b.Put([]byte(c.Key), c.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", c.Bucket, c.Key, err)
+		}
+	}
+	return nil
+}
+
+// Close commits what is still pending, stops the committer and closes the
+// database. Waits after Close fail with ErrClosed unless their change made
+// it into the final commit.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	// The last commit: wake the committer once more, then stop it.
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	_ = s.Sync(context.Background())
+	s.mu.Lock()
+	s.closed = true
+	close(s.wake)
+	close(s.done)
+	s.done = make(chan struct{})
+	s.mu.Unlock()
+	<-s.stopped
+	return s.db.Close()
+}
+
+// Journal is what a component that keeps its state through a Store calls:
+// Append under its own lock, Wait after releasing it, Each at start.
+// *Store implements it; tests pass fakes.
+type Journal interface {
+	Append(changes ...Change) uint64
+	Wait(ctx context.Context, ticket uint64) error
+	Each(bucket string, fn func(key, value []byte) error) error
+}
+
+// EachJSON decodes every value of bucket into a T and hands it to add with
+// its key: a component's restore at start.
+func EachJSON[T any](j Journal, bucket string, add func(key string, v T)) error {
+	return j.Each(bucket, func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return err
+		}
+		add(string(k), x)
+		return nil
+	})
+}
