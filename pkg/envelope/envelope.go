@@ -2,7 +2,8 @@
 // Detail every LINE event travels in on the bus, and the EventBridge event a
 // rule target (an SQS queue) receives around it. The webhook writes both
 // (AppendDetail for the bus, Encode for the chat queue it feeds directly) and
-// the worker reads them (Decode), whichever way a record came. It imports no
+// the worker reads them (DecodeRecord, one pass over the record), whichever
+// way a record came. It imports no
 // AWS client, so the worker links no EventBridge SDK to read what the
 // webhook wrote.
 package envelope
@@ -11,7 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -49,26 +49,6 @@ type Event struct {
 // a Detail. Such a record can never succeed: callers send it to the DLQ
 // path rather than retrying forever.
 var ErrMalformed = errors.New("malformed envelope")
-
-// Decode parses an SQS record body into the EventBridge event and the
-// envelope inside it. Every error wraps ErrMalformed.
-func Decode(body []byte) (Event, Detail, error) {
-	var ev Event
-	if err := json.Unmarshal(body, &ev); err != nil {
-		return Event{}, Detail{}, fmt.Errorf("%w: eventbridge event: %v", ErrMalformed, err)
-	}
-	if len(ev.Detail) == 0 || ev.Detail[0] != '{' {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail is not a JSON object", ErrMalformed)
-	}
-	var env Detail
-	if err := json.Unmarshal(ev.Detail, &env); err != nil {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail: %v", ErrMalformed, err)
-	}
-	if len(env.Event) == 0 || env.Event[0] != '{' {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail.event is not a JSON object", ErrMalformed)
-	}
-	return ev, env, nil
-}
 
 // AppendDetail appends the JSON of a Detail to b, written by hand so the
 // event's bytes are copied verbatim:

@@ -100,6 +100,15 @@ func (s Str) String() string {
 	return string(unquote(s.Raw))
 }
 
+// In returns the decoded string given the input as a string (src): a
+// substring of it, without a copy, when the string needs no decoding.
+func (s Str) In(src string) string {
+	if s.Plain() {
+		return src[s.Off : s.Off+len(s.Raw)]
+	}
+	return string(unquote(s.Raw))
+}
+
 // Is reports whether the decoded string is name.
 func (s Str) Is(name string) bool {
 	if s.Plain() {
@@ -290,6 +299,9 @@ func (s *Scanner) Fail(err error) {
 		s.err = err
 	}
 }
+
+// Bytes is the input.
+func (s *Scanner) Bytes() []byte { return s.b }
 
 // Pos is the offset of the next byte to read.
 func (s *Scanner) Pos() int { return s.i }
