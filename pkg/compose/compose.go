@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,8 +23,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/keepalive"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
+
+// transport is the process's keep-alive pool for LINE calls, shared by
+// every record (keepalive.Conns idle connections per host).
+var transport = sync.OnceValue(func() *http.Transport { return keepalive.Transport(keepalive.Conns) })
+
+// httpClient is a traced client over the process's pool.
+func httpClient() *http.Client { return telemetry.HTTPClient(&http.Client{Transport: transport()}) }
 
 // ParameterGetter is the one SSM call secrets are fetched with.
 type ParameterGetter interface {
@@ -43,7 +52,7 @@ type Common struct {
 }
 
 // WithDefaults fills what was left unset: slog's default logger, metrics
-// discarded, a traced HTTP client.
+// discarded, a traced HTTP client over the process's keep-alive pool.
 func (c Common) WithDefaults() Common {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -52,7 +61,7 @@ func (c Common) WithDefaults() Common {
 		c.Metrics = telemetry.Discard
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = telemetry.HTTPClient(&http.Client{})
+		c.HTTPClient = httpClient()
 	}
 	return c
 }
@@ -66,14 +75,14 @@ type Observability struct {
 
 // NewObservability builds a function's observability: logs through log,
 // EMF metrics written to metricsOut under namespace with the Function
-// dimension, and a traced HTTP client.
+// dimension, and a traced HTTP client over the process's keep-alive pool.
 func NewObservability(log *slog.Logger, metricsOut io.Writer, namespace, function string) Observability {
 	m := telemetry.NewMetrics(metricsOut, namespace)
 	if function != "" {
 		m.SetDimension("Function", function)
 	}
 	return Observability{
-		Common: Common{Logger: log, Metrics: m, HTTPClient: telemetry.HTTPClient(&http.Client{})},
+		Common: Common{Logger: log, Metrics: m, HTTPClient: httpClient()},
 		EMF:    m,
 	}
 }
@@ -113,7 +122,8 @@ type Env struct {
 func Main[C Config](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (any, error)) {
 	ctx := context.Background()
 	cfg, cfgErr := load(os.Getenv)
-	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx)
+	// The SDK clients share one pool per process too, sized like LINE's.
+	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(keepalive.AWSHTTPClient(keepalive.Conns)))
 	env := Env{AWS: awsCfg, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
 	env.Observability = NewObservability(telemetry.NewLambdaLogger(), os.Stdout, cfg.MetricsNamespace(), env.Function)
 	fail := func(err error) {
