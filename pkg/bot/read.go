@@ -84,11 +84,12 @@ type textContent struct {
 	typ, id, text, quoteToken, quotedMessageID string
 }
 
-// ReadEvent reads the event object the scanner is at, src being the input
-// as a string (the decoded strings are its substrings when they can be). It
-// reads exactly one value; a JSON error stops the scanner, an event that
-// encoding/json would not decode is kept for Head and Event to report.
-func (r *Reader) ReadEvent(s *jsonscan.Scanner, src string) {
+// ReadEvent reads the event object the scanner is at. It reads exactly one
+// value; a JSON error stops the scanner, an event that encoding/json would
+// not decode is kept for Head and Event to report. The strings it keeps are
+// copies: none holds on to the record it came from (an idempotency key is
+// kept for days).
+func (r *Reader) ReadEvent(s *jsonscan.Scanner) {
 	*r = Reader{read: true, plain: true}
 	if s.Peek() != jsonscan.Object {
 		s.Skip()
@@ -99,23 +100,23 @@ func (r *Reader) ReadEvent(s *jsonscan.Scanner, src string) {
 	r.members(s, eventKeys, &r.seen, func(i int) {
 		switch i {
 		case keyType:
-			r.str(s, src, &r.h.Type)
+			r.str(s, &r.h.Type)
 		case keyMode:
-			r.str(s, src, &r.h.Mode)
+			r.str(s, &r.h.Mode)
 		case keyTimestamp:
 			r.int64(s, &r.h.Timestamp)
 		case keyWebhookEventID:
-			r.str(s, src, &r.h.WebhookEventID)
+			r.str(s, &r.h.WebhookEventID)
 		case keyReplyToken:
-			r.str(s, src, &r.h.ReplyToken)
+			r.str(s, &r.h.ReplyToken)
 		case keyDeliveryContext:
 			r.deliveryContext(s)
 		case keySource:
-			r.source(s, src)
+			r.source(s)
 		case keyMessage:
-			r.readMessage(s, src)
+			r.readMessage(s)
 		case keyPostback:
-			r.readPostback(s, src)
+			r.readPostback(s)
 		case keyFollow:
 			r.readFollow(s)
 		}
@@ -165,10 +166,10 @@ func (r *Reader) expect(s *jsonscan.Scanner, want jsonscan.Kind) bool {
 	return false
 }
 
-func (r *Reader) str(s *jsonscan.Scanner, src string, dst *string) {
+func (r *Reader) str(s *jsonscan.Scanner, dst *string) {
 	if r.value(s, jsonscan.String, "a string field") {
 		s.ReadString()
-		*dst = s.Last().In(src)
+		*dst = s.Last().String()
 	}
 }
 
@@ -238,25 +239,25 @@ func (r *Reader) deliveryContext(s *jsonscan.Scanner) {
 	r.members(s, deliveryKeys, new(uint32), func(int) { r.bool(s, &r.h.DeliveryContext.IsRedelivery) })
 }
 
-func (r *Reader) source(s *jsonscan.Scanner, src string) {
+func (r *Reader) source(s *jsonscan.Scanner) {
 	if !r.object(s, "source") {
 		return
 	}
 	r.sourceOK = true
 	dst := [...]*string{&r.h.Source.Type, &r.h.Source.UserID, &r.h.Source.GroupID, &r.h.Source.RoomID}
-	r.members(s, sourceKeys, new(uint32), func(i int) { r.str(s, src, dst[i]) })
+	r.members(s, sourceKeys, new(uint32), func(i int) { r.str(s, dst[i]) })
 }
 
 // part reads a string of the typed event's body (see expect).
-func (r *Reader) part(s *jsonscan.Scanner, src string, dst *string) {
+func (r *Reader) part(s *jsonscan.Scanner, dst *string) {
 	if r.expect(s, jsonscan.String) {
 		s.ReadString()
-		*dst = s.Last().In(src)
+		*dst = s.Last().String()
 	}
 }
 
 // readMessage reads a "message" for the typed event (the head has none).
-func (r *Reader) readMessage(s *jsonscan.Scanner, src string) {
+func (r *Reader) readMessage(s *jsonscan.Scanner) {
 	if !r.expect(s, jsonscan.Object) {
 		return
 	}
@@ -269,12 +270,12 @@ func (r *Reader) readMessage(s *jsonscan.Scanner, src string) {
 			r.plain = false
 			return
 		}
-		r.part(s, src, dst[i])
+		r.part(s, dst[i])
 	})
 	r.message = m
 }
 
-func (r *Reader) readPostback(s *jsonscan.Scanner, src string) {
+func (r *Reader) readPostback(s *jsonscan.Scanner) {
 	if !r.expect(s, jsonscan.Object) {
 		return
 	}
@@ -282,16 +283,16 @@ func (r *Reader) readPostback(s *jsonscan.Scanner, src string) {
 	p := &webhook.PostbackContent{}
 	r.members(s, postbackKeys, new(uint32), func(i int) {
 		if i == 0 {
-			r.part(s, src, &p.Data)
+			r.part(s, &p.Data)
 			return
 		}
-		r.params(s, src, p)
+		r.params(s, p)
 	})
 	r.postback = p
 }
 
 // params reads a postback's params: an object of strings.
-func (r *Reader) params(s *jsonscan.Scanner, src string, p *webhook.PostbackContent) {
+func (r *Reader) params(s *jsonscan.Scanner, p *webhook.PostbackContent) {
 	if !r.expect(s, jsonscan.Object) {
 		return
 	}
@@ -307,9 +308,9 @@ func (r *Reader) params(s *jsonscan.Scanner, src string, p *webhook.PostbackCont
 		if !r.expect(s, jsonscan.String) {
 			continue
 		}
-		key := k.In(src)
+		key := k.String()
 		s.ReadString()
-		p.Params[key] = s.Last().In(src)
+		p.Params[key] = s.Last().String()
 	}
 	if len(p.Params) != n { // a key given twice
 		r.plain = false
@@ -389,7 +390,7 @@ func (r *Reader) Event(raw json.RawMessage, destination string, receivedAt time.
 func (r *Reader) readRaw(raw []byte) {
 	var s jsonscan.Scanner
 	s.Reset(raw, jsonscan.MaxDepth, false)
-	r.ReadEvent(&s, string(raw))
+	r.ReadEvent(&s)
 	s.Finish()
 	if err := s.Err(); err != nil {
 		*r = Reader{read: true, err: fmt.Errorf("%w: %v", ErrEvent, err)}

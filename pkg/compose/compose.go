@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/keepalive"
+	"github.com/linegate/linegate/pkg/secrets"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -34,9 +34,10 @@ var transport = sync.OnceValue(func() *http.Transport { return keepalive.Transpo
 // httpClient is a traced client over the process's pool.
 func httpClient() *http.Client { return telemetry.HTTPClient(&http.Client{Transport: transport()}) }
 
-// ParameterGetter is the one SSM call secrets are fetched with.
+// ParameterGetter is the one SSM call secrets are fetched with
+// (*secrets.SSM in Lambda).
 type ParameterGetter interface {
-	GetParameters(ctx context.Context, in *ssm.GetParametersInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersOutput, error)
+	GetParameters(ctx context.Context, names []string) (values map[string]string, invalid []string, err error)
 }
 
 // Common is what every function's core gets besides its own ports.
@@ -134,7 +135,7 @@ func Main[C Config](name string, load func(config.Getenv) (C, error), build func
 		fail(err)
 	}
 	telemetry.InstrumentAWS(&env.AWS)
-	env.SSM = ssm.NewFromConfig(env.AWS)
+	env.SSM = secrets.NewSSM(env.AWS)
 	h, err := build(ctx, cfg, env)
 	if err != nil {
 		fail(err)

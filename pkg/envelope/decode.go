@@ -9,10 +9,9 @@ import (
 
 // EventReader reads the LINE event inside a record's Detail during the one
 // pass over the record (bot.Reader does): it is called with the scanner at
-// the event object and must read exactly that value; src is the record as
-// a string, for decoded strings without copies (jsonscan.Str.In).
+// the event object and must read exactly that value.
 type EventReader interface {
-	ReadEvent(s *jsonscan.Scanner, src string)
+	ReadEvent(s *jsonscan.Scanner)
 }
 
 // Decode parses an SQS record body into the EventBridge event and the
@@ -20,7 +19,7 @@ type EventReader interface {
 // them. Every error wraps ErrMalformed.
 func Decode(body []byte) (Event, Detail, error) {
 	d := decoder{keep: true}
-	if err := d.decode(string(body), nil); err != nil {
+	if err := d.decode(body, nil); err != nil {
 		return Event{}, Detail{}, err
 	}
 	return d.ev, d.env, nil
@@ -29,12 +28,11 @@ func Decode(body []byte) (Event, Detail, error) {
 // DecodeRecord is the worker's reading of a record body: Decode's checks
 // and Detail, in one pass over the body, with r (when not nil) reading the
 // event in the same pass. The EventBridge event's own fields are checked as
-// Decode checks them but not kept. The Detail's strings are substrings of
-// body and its Event a slice of one copy of it. Every error wraps
-// ErrMalformed.
+// Decode checks them but not kept. The Detail's Event is a slice of one
+// copy of body, its strings are copies too. Every error wraps ErrMalformed.
 func DecodeRecord(body string, r EventReader) (Detail, error) {
 	var d decoder
-	if err := d.decode(body, r); err != nil {
+	if err := d.decode([]byte(body), r); err != nil {
 		return Detail{}, err
 	}
 	return d.env, nil
@@ -68,7 +66,6 @@ const (
 // decoder is one pass over a record body.
 type decoder struct {
 	s    jsonscan.Scanner
-	src  string
 	b    []byte
 	keep bool // keep the Event's own fields (Decode)
 
@@ -81,8 +78,8 @@ type decoder struct {
 	detail    []byte // its raw bytes
 }
 
-func (d *decoder) decode(body string, r EventReader) error {
-	d.src, d.b = body, []byte(body)
+func (d *decoder) decode(body []byte, r EventReader) error {
+	d.b = body
 	d.s.Reset(d.b, jsonscan.MaxDepth, false)
 	switch d.s.Peek() {
 	case jsonscan.Object:
@@ -148,7 +145,7 @@ func (d *decoder) str(dst *string, errp *error) {
 	case jsonscan.String:
 		d.s.ReadString()
 		if d.keep || errp == &d.detailErr {
-			*dst = d.s.Last().In(d.src)
+			*dst = d.s.Last().String()
 		}
 	case jsonscan.Null:
 		d.s.Skip()
@@ -241,7 +238,7 @@ func (d *decoder) event(r EventReader) {
 	var start int
 	if d.s.Peek() == jsonscan.Object && r != nil {
 		start = d.s.Pos()
-		r.ReadEvent(&d.s, d.src)
+		r.ReadEvent(&d.s)
 	} else {
 		start, _, _ = d.s.Skip()
 	}

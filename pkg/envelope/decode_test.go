@@ -36,7 +36,7 @@ type spanReader struct {
 	raw   []byte
 }
 
-func (r *spanReader) ReadEvent(s *jsonscan.Scanner, _ string) {
+func (r *spanReader) ReadEvent(s *jsonscan.Scanner) {
 	r.calls++
 	start, end, _ := s.Skip()
 	r.raw = append(r.raw[:0], s.Bytes()[start:end]...)

@@ -87,8 +87,8 @@ func (s Str) NonASCII() bool { return s.flags&nonASCII != 0 }
 func (s Str) BadUTF8() bool { return s.flags&badUTF8 != 0 }
 
 // Plain reports whether Raw is the decoded string itself (no escape, no
-// invalid UTF-8): a caller holding the input as a string can then take the
-// decoded string as a substring, without a copy.
+// invalid UTF-8): a caller holding the input elsewhere can take the decoded
+// string from there, without decoding.
 func (s Str) Plain() bool { return s.flags&(escaped|badUTF8) == 0 }
 
 // String returns the decoded string, as encoding/json decodes it (escapes
@@ -96,15 +96,6 @@ func (s Str) Plain() bool { return s.flags&(escaped|badUTF8) == 0 }
 func (s Str) String() string {
 	if s.Plain() {
 		return string(s.Raw)
-	}
-	return string(unquote(s.Raw))
-}
-
-// In returns the decoded string given the input as a string (src): a
-// substring of it, without a copy, when the string needs no decoding.
-func (s Str) In(src string) string {
-	if s.Plain() {
-		return src[s.Off : s.Off+len(s.Raw)]
 	}
 	return string(unquote(s.Raw))
 }
