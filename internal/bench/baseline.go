@@ -66,7 +66,8 @@ type baseline struct {
 // startBaseline serves mode (SystemSync, SystemBackground or SystemDirect)
 // on loopback.
 func startBaseline(mode string, router *bot.Router, o Options, log *slog.Logger) (*baseline, error) {
-	b := &baseline{mode: mode, secret: baselineSecret, router: router, line: linemock.New(), log: log,
+	// The accounting reads every answer of the run (as for linegate's).
+	b := &baseline{mode: mode, secret: baselineSecret, router: router, line: linemock.New(linemock.WithMaxRecords(4*o.Events + 1000)), log: log,
 		client: &http.Client{Transport: newTransport(256), Timeout: lineapi.DefaultHTTPTimeout}}
 	b.proc, b.kill = context.WithCancel(context.Background())
 	var err error

@@ -292,3 +292,14 @@ func TestSeeds(t *testing.T) {
 		t.Errorf("%d events picked of 1000 at 5%%; same seed same picks %v, another seed other picks %v", n, same, diff)
 	}
 }
+
+// A run longer than the LINE mock's default record count still counts
+// every answer (the baselines' mock keeps as many as linegate's).
+func TestLongRunCountsEveryAnswer(t *testing.T) {
+	rep := run(t, Options{Events: 1200, Concurrency: 40, Work: -1, BusLatency: -1, Only: "background,durable-direct"})
+	for _, s := range rep.Systems {
+		if s.Lost != 0 || s.Executions != 1200 {
+			t.Errorf("%s: %d lost, %d handler runs of 1200 events", s.System, s.Lost, s.Executions)
+		}
+	}
+}
