@@ -74,7 +74,7 @@ deploy:
 ## overhead per record (against 7d4f281 too when BEFORE is a checkout of
 ## it), the cold starts with the secret fetched from SSM (moto_server) next
 ## to a hello-world function, and `linegate bench` at 100 ms, 1 s and 3 s
-## of work, crashed and under chaos. Ratios come from one run (benchstat),
+## of work, crashed, under chaos, flat out and with long work (--mix). Ratios come from one run (benchstat),
 ## each round of BENCH_COUNT running every benchmark once, so a slow moment
 ## of a shared machine falls on all of them.
 BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
@@ -102,6 +102,8 @@ bench:
 	$(GO) run ./cmd/linegate bench --work 3s
 	$(GO) run ./cmd/linegate bench --crash
 	$(GO) run ./cmd/linegate bench --chaos --events 10000
+	$(GO) run ./cmd/linegate bench --work 0 --events 5000 --concurrency 50 --bus-latency 0 --only durable-direct,linegate
+	$(GO) run ./cmd/linegate bench --mix
 
 ## fuzz: every fuzz target for FUZZTIME each
 fuzz:
