@@ -26,7 +26,8 @@ var (
 	followKeys   = jsonscan.NewKeys("isUnblocked")
 )
 
-// Indexes into eventKeys, sourceKeys and textKeys.
+// Indexes into eventKeys (sourceKeys and textKeys are read in their order,
+// into arrays of destinations).
 const (
 	keyType = iota
 	keyMode
@@ -38,19 +39,6 @@ const (
 	keyMessage
 	keyPostback
 	keyFollow
-)
-
-const (
-	keyUserID = iota + 1
-	keyGroupID
-	keyRoomID
-)
-
-const (
-	keyID = iota + 1
-	keyText
-	keyQuoteToken
-	keyQuotedMessageID
 )
 
 // Reader reads a LINE event in one pass: the head the idempotency claim

@@ -170,8 +170,8 @@ func refParseEvent(raw []byte) (event, error) {
 	return ev, nil
 }
 
-// refErrNotString says a value that must be a JSON string is not one.
-var refErrNotString = errors.New("is not a string")
+// errRefNotString says a value that must be a JSON string is not one.
+var errRefNotString = errors.New("is not a string")
 
 // stringValue decodes a JSON string value (val is valid JSON); null reads
 // as "", as encoding/json reads it.
@@ -181,7 +181,7 @@ func refStringValue(val []byte) (string, error) {
 		return "", nil
 	case '"':
 	default:
-		return "", refErrNotString
+		return "", errRefNotString
 	}
 	inner := val[1 : len(val)-1]
 	if !strings.ContainsRune(string(inner), '\\') {
@@ -189,7 +189,7 @@ func refStringValue(val []byte) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(val, &s); err != nil {
-		return "", refErrNotString
+		return "", errRefNotString
 	}
 	return s, nil
 }
