@@ -66,11 +66,11 @@ func (b *baseline) startDirect(o Options) error {
 	d.url = *q.QueueUrl
 	ctx, stop := context.WithCancel(context.Background())
 	d.stop = stop
+	b.direct = d
 	for range d.pollers {
 		d.polling.Add(1)
-		go func() { defer d.polling.Done(); b.poll(ctx) }()
+		go func() { defer d.polling.Done(); b.poll(ctx, d) }()
 	}
-	b.direct = d
 	return nil
 }
 
@@ -101,8 +101,7 @@ func (d *directQueueing) enqueue(ctx context.Context, dest string, received time
 
 // poll receives batches until ctx ends, running each batch's records (at
 // most records at once) and deleting those that succeeded.
-func (b *baseline) poll(ctx context.Context) {
-	d := b.direct
+func (b *baseline) poll(ctx context.Context, d *directQueueing) {
 	sem := make(chan struct{}, max(1, d.records))
 	for ctx.Err() == nil {
 		out, err := d.cloud.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(d.url), MaxNumberOfMessages: directBatch,
