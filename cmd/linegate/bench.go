@@ -13,8 +13,9 @@ import (
 )
 
 // runBench is `linegate bench`: the same traffic and handler through the
-// synchronous baseline, the in-process background baseline and linegate.
-// It exits non-zero when a linegate invariant was violated.
+// synchronous baseline, the in-process background baseline, the
+// durable-direct baseline and linegate. It exits non-zero when a linegate
+// invariant was violated.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -23,8 +24,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	work := fs.Duration("work", 0, fmt.Sprintf("simulated handler work before the reply (default %s; %s with --chaos; 0s for none)", bench.DefaultWork, bench.DefaultChaosWork))
 	busLatency := fs.Duration("bus-latency", bench.DefaultBusLatency, "latency added to every PutEvents of linegate (0s for none)")
 	crash := fs.Bool("crash", false, "kill each system's workers mid-run")
-	chaos := fs.Bool("chaos", false, "linegate only: inject PutEvents failures, handler errors, poison events and LINE 429/500, then check the invariants")
+	chaos := fs.Bool("chaos", false, "linegate only: inject PutEvents failures, failed webhook calls (LINE redelivers them), handler errors, poison events and LINE 429/500, then check the invariants")
 	putFail := fs.Float64("put-fail-rate", bench.DefaultPutFailRate, "chaos: fraction of PutEvents entries failing with InternalFailure")
+	webhookFail := fs.Float64("webhook-fail-rate", bench.DefaultWebhookFailRate, "chaos: fraction of events whose first webhook call fails (the bus refuses it for every retry, the webhook answers 500, LINE redelivers)")
 	handlerFail := fs.Float64("handler-fail-rate", bench.DefaultHandlerFailRate, "chaos: fraction of events whose handler fails its first attempt")
 	poison := fs.Float64("poison-rate", bench.DefaultPoisonRate, "chaos: fraction of events whose handler always fails")
 	l429 := fs.Float64("line-429-rate", bench.DefaultLine429Rate, "chaos: fraction of LINE API calls answered 429")
@@ -32,11 +34,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scale := fs.Float64("time-scale", bench.DefaultTimeScale, "compress linegate's visibility timeouts and alarm periods (lowered when shorter than the work allows)")
 	redeliveries := fs.Int("redeliveries", 0, fmt.Sprintf("LINE webhook redeliveries (default %d; %d with --chaos)", bench.DefaultRedeliveries, bench.DefaultChaosRedeliveries))
 	interval := fs.Duration("redelivery-interval", bench.DefaultRedeliveryInterval, "wait before a redelivery")
-	only := fs.String("only", "", "run only these systems, comma-separated: sync, background, linegate")
+	only := fs.String("only", "", "run only these systems, comma-separated: sync, background, durable-direct, linegate")
 	tmpl := fs.String("template", bench.DefaultTemplate, "linegate's SAM template")
-	pollers := fs.Int("pollers", 0, "linegate pollers per queue (default: the template's WorkerMaxConcurrency)")
+	pollers := fs.Int("pollers", 0, "pollers per queue, linegate's and durable-direct's (default: the template's WorkerMaxConcurrency)")
 	drainTimeout := fs.Duration("drain-timeout", 0, "how long to wait for effects after the last delivery (default: derived)")
-	seed := fs.Uint64("seed", 1, "seed of the flaky/poison choice and of injected faults")
+	seed := fs.Uint64("seed", 0, "seed of the flaky/poison choice and of injected faults (default: a new one each run, printed in the report; pass it to repeat a run)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of markdown")
 	mix := fs.Bool("mix", false, "linegate only: quick messages from --quick-users users next to long work (bot.Long) from --slow-users others, against the same quick traffic alone")
 	slowUsers := fs.Int("slow-users", bench.DefaultMixSlowUsers, "mix: users who each start one long job (--work long, default 5s)")
@@ -69,6 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *chaos {
 		o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate = *putFail, *handlerFail, *poison, *l429, *l500
+		o.WebhookFailRate = *webhookFail
 	}
 	rep, err := bench.Run(ctx, o)
 	if errors.Is(err, bench.ErrOptions) {

@@ -91,12 +91,30 @@ func (f deploymentFlags) open(ctx context.Context, usage string) (*deployment, e
 	if err != nil {
 		return nil, err
 	}
-	tokens, _, err := linetoken.FromConfig(ctx, st.LineAuth(), ssm.NewFromConfig(cfg), hc, nil)
+	tokens, _, err := linetoken.FromConfig(ctx, st.LineAuth(), sdkParameters{ssm.NewFromConfig(cfg)}, hc, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the stack's channel access token: %w", err)
 	}
 	return &deployment{aws: cfg, stack: st,
 		line: lineapi.New("", lineapi.WithTokenSource(tokens), lineapi.WithHTTPClient(hc), lineapi.WithLogger(quiet))}, nil
+}
+
+// sdkParameters is secrets.Parameters over the SDK's SSM client: the CLI
+// runs with a developer's whole AWS configuration (profiles, endpoints),
+// where the functions use secrets.SSM.
+type sdkParameters struct{ c *ssm.Client }
+
+// GetParameters implements secrets.Parameters.
+func (p sdkParameters) GetParameters(ctx context.Context, names []string) (map[string]string, []string, error) {
+	out, err := p.c.GetParameters(ctx, &ssm.GetParametersInput{Names: names, WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return nil, nil, err
+	}
+	values := make(map[string]string, len(out.Parameters))
+	for _, p := range out.Parameters {
+		values[aws.ToString(p.Name)] = aws.ToString(p.Value)
+	}
+	return values, out.InvalidParameters, nil
 }
 
 // channelSecret reads the channel secret the deployment's webhook verifies
@@ -110,7 +128,7 @@ func (d *deployment) channelSecret(ctx context.Context) (string, error) {
 	if name == "" {
 		return "", errors.New("the stack has no ChannelSecretParameter")
 	}
-	vals, err := secrets.Resolve(ctx, ssm.NewFromConfig(d.aws), config.Secret{Param: name})
+	vals, err := secrets.Resolve(ctx, sdkParameters{ssm.NewFromConfig(d.aws)}, config.Secret{Param: name})
 	if err != nil {
 		return "", err
 	}

@@ -91,7 +91,7 @@ commands:
   local    run the whole pipeline on this machine (webhook, bus, queues, workers, alarms, notifier)
   send     sign and post a webhook to a running linegate (or any webhook URL)
   sign     print the x-line-signature of a file's bytes
-  bench    ack latency, throughput, crash and chaos: linegate against the synchronous and in-process designs;
+  bench    ack latency, throughput, crash and chaos: linegate against the synchronous, in-process and durable-direct designs;
            --mix: quick replies next to long work
   redrive  move a dead-letter queue's messages back to their source queue (AWS, an endpoint, or linegate local)
   replay   replay the bus archive's events of a time window to the bus (EventBridge StartReplay)

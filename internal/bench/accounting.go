@@ -49,6 +49,9 @@ type Injected struct {
 	PutEventsFailures int `json:"putEventsFailures"`
 	// FlakyEvents is events whose handler failed its first attempt.
 	FlakyEvents int `json:"flakyEvents"`
+	// WebhookFailures is events whose first delivery the webhook answered
+	// with 500 (the bus refused it for every retry), so LINE redelivered.
+	WebhookFailures int `json:"webhookFailures"`
 	// Line429 and Line500 are LINE API reply/push calls answered so.
 	Line429 int `json:"line429"`
 	Line500 int `json:"line500"`

@@ -1,8 +1,12 @@
-// Package bench measures linegate against the two designs it replaces, with
-// the same traffic and the same handler: a synchronous webhook that runs the
+// Package bench measures linegate against the designs it replaces, with the
+// same traffic and the same handler: a synchronous webhook that runs the
 // handler inside the request (as LINE's samples do), an in-process background
-// design that answers 200 and runs the handler in a goroutine, and the local
-// linegate pipeline built from template.yaml.
+// design that answers 200 and runs the handler in a goroutine, a
+// durable-direct design that answers 200 once each event is in an SQS queue
+// and runs the handler from workers polling it, and the local linegate
+// pipeline built from template.yaml. The baselines answer as the samples do
+// (reply only); the bench counts, per event, how many times the handler did
+// its work (its side effect) as well as the answers the user saw.
 //
 // Traffic comes from a local LINE platform (internal/lineplatform): signed text
 // events from distinct users, delivered at a fixed concurrency with LINE's
@@ -20,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -59,6 +64,10 @@ const (
 	DefaultPoisonRate      = 0.01
 	DefaultLine429Rate     = 0.05
 	DefaultLine500Rate     = 0.02
+	// DefaultWebhookFailRate is the fraction of events whose first
+	// delivery fails at the bus for every PutEvents retry, so the webhook
+	// answers 500 and LINE redelivers.
+	DefaultWebhookFailRate = 0.05
 )
 
 // ErrOptions marks options that cannot run; the CLI maps it to a usage error.
@@ -85,12 +94,16 @@ type Options struct {
 	// given: zero is none; the CLI's flags default to the Default* rates).
 	Chaos                                                              bool
 	PutFailRate, HandlerFailRate, PoisonRate, Line429Rate, Line500Rate float64
+	// WebhookFailRate (chaos) is the fraction of events whose first
+	// delivery fails: every PutEvents attempt of it fails, the webhook
+	// answers 500 and LINE redelivers (the redelivery goes through).
+	WebhookFailRate float64
 	// TimeScale compresses linegate's visibility timeouts and alarm periods
 	// (lowered when it would re-deliver a record whose handler still runs;
 	// the Report says which scale ran).
 	TimeScale float64
 	// Only runs some systems: a comma-separated list of SystemSync,
-	// SystemBackground and SystemLinegate ("" runs all three).
+	// SystemBackground, SystemDirect and SystemLinegate ("" runs all).
 	Only string
 	// Redeliveries and RedeliveryInterval are LINE's webhook redelivery
 	// (default 1 after 1 s; 3 with Chaos, so a webhook refused under
@@ -110,12 +123,14 @@ type Options struct {
 	// directory, to measure what durability costs; "" runs in memory.
 	StateDir string
 	// Pollers overrides the template's WorkerMaxConcurrency (pollers per
-	// queue); RecordConcurrency is how many records of a batch run at once
-	// (default 10, a whole batch).
+	// queue) and durable-direct's pollers (DefaultDirectPollers);
+	// RecordConcurrency is how many records of a batch run at once (default
+	// 10, a whole batch), in both.
 	Pollers           int
 	RecordConcurrency int
 	// Seed makes the choice of flaky and poison events and of injected
-	// faults reproducible (default 1).
+	// faults reproducible: the same seed, the same faults. 0 draws a seed
+	// (the Report says which, so a run can be repeated).
 	Seed uint64
 	// Logs receives the systems' JSON logs (default discarded).
 	Logs io.Writer
@@ -163,7 +178,7 @@ func (o Options) Normalize() (Options, error) {
 		o.RecordConcurrency = DefaultRecordConcurrency
 	}
 	if o.Seed == 0 {
-		o.Seed = 1
+		o.Seed = rand.Uint64() | 1
 	}
 	if o.Logs == nil {
 		o.Logs = io.Discard
@@ -175,7 +190,7 @@ func (o Options) Normalize() (Options, error) {
 	if o.TimeScale < 1 {
 		bad = append(bad, "time scale must be at least 1")
 	}
-	for _, r := range []float64{o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate} {
+	for _, r := range []float64{o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate, o.WebhookFailRate} {
 		if r < 0 || r >= 1 {
 			bad = append(bad, "rates must be in [0, 1)")
 			break
@@ -186,9 +201,9 @@ func (o Options) Normalize() (Options, error) {
 	}
 	for _, sys := range o.systems() {
 		switch sys {
-		case SystemSync, SystemBackground, SystemLinegate:
+		case SystemSync, SystemBackground, SystemDirect, SystemLinegate:
 		default:
-			bad = append(bad, fmt.Sprintf("unknown system %q (want %s, %s or %s)", sys, SystemSync, SystemBackground, SystemLinegate))
+			bad = append(bad, fmt.Sprintf("unknown system %q (want %s, %s, %s or %s)", sys, SystemSync, SystemBackground, SystemDirect, SystemLinegate))
 		}
 	}
 	if o.Chaos && o.Only != "" && o.Only != SystemLinegate {
@@ -209,7 +224,7 @@ func (o Options) systems() []string {
 		return []string{SystemLinegate}
 	}
 	if strings.TrimSpace(o.Only) == "" {
-		return []string{SystemSync, SystemBackground, SystemLinegate}
+		return []string{SystemSync, SystemBackground, SystemDirect, SystemLinegate}
 	}
 	var out []string
 	for _, s := range strings.Split(o.Only, ",") {
@@ -233,6 +248,7 @@ type Settings struct {
 	PoisonRate         float64 `json:"poisonRate,omitempty"`
 	Line429Rate        float64 `json:"line429Rate,omitempty"`
 	Line500Rate        float64 `json:"line500Rate,omitempty"`
+	WebhookFailRate    float64 `json:"webhookFailRate,omitempty"`
 	Redeliveries       int     `json:"redeliveries"`
 	RedeliveryInterval string  `json:"redeliveryInterval"`
 	LineTimeout        string  `json:"lineTimeout"`
@@ -279,17 +295,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	began := time.Now()
 	rep := Report{Settings: settings(o)}
 	log := slog.New(slog.NewJSONHandler(o.Logs, nil))
-	var poison, flaky float64
+	var poison, flaky, failFirst float64
 	if o.Chaos {
-		poison, flaky = o.PoisonRate, o.HandlerFailRate
+		poison, flaky, failFirst = o.PoisonRate, o.HandlerFailRate, o.WebhookFailRate
 	}
 	p := newPlan(o.Events, poison, flaky, o.Seed)
+	p.failFirst = pickFailFirst(o.Events, failFirst, o.Seed)
 	client := &http.Client{Transport: newTransport(2 * o.Concurrency)}
 	defer client.CloseIdleConnections()
 
 	var baselines []SystemResult
 	run := o.systems()
-	for _, sys := range []string{SystemSync, SystemBackground} {
+	for _, sys := range []string{SystemSync, SystemBackground, SystemDirect} {
 		if !slices.Contains(run, sys) {
 			continue
 		}
@@ -323,7 +340,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 func runBaseline(ctx context.Context, sys string, o Options, p plan, client *http.Client, log *slog.Logger) (SystemResult, error) {
-	b, err := startBaseline(sys, newRouter(o.Work), log)
+	fx := newSideEffects(len(p.kinds))
+	b, err := startBaseline(sys, newRouter(o.Work, fx), o, log)
 	if err != nil {
 		return SystemResult{}, err
 	}
@@ -334,13 +352,16 @@ func runBaseline(ctx context.Context, sys string, o Options, p plan, client *htt
 	timeout := o.DrainTimeout
 	if timeout <= 0 {
 		timeout = 3*o.Work + 10*time.Second
+		if b.direct != nil { // a crashed record comes back after its visibility timeout
+			timeout += b.direct.visibility
+		}
 	}
 	drained := drain(ctx, timeout, t.idle, func() bool {
 		// A crashed background process never answers what it lost: idle is
 		// all there is to wait for.
 		return (o.Crash && sys == SystemBackground) || allEffects(b.line, p)
 	})
-	return measure(sys, p, tr, b.line.Messages(), o.LineTimeout, drained), nil
+	return measure(sys, p, tr, b.line.Messages(), fx.counts(), o.LineTimeout, drained), nil
 }
 
 func settings(o Options) Settings {
@@ -348,8 +369,8 @@ func settings(o Options) Settings {
 		Crash: o.Crash, Chaos: o.Chaos, Redeliveries: o.Redeliveries, RedeliveryInterval: o.RedeliveryInterval.String(),
 		LineTimeout: o.LineTimeout.String(), TimeScale: o.TimeScale, Seed: o.Seed}
 	if o.Chaos {
-		s.PutFailRate, s.HandlerFailRate, s.PoisonRate, s.Line429Rate, s.Line500Rate =
-			o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate
+		s.PutFailRate, s.HandlerFailRate, s.PoisonRate, s.Line429Rate, s.Line500Rate, s.WebhookFailRate =
+			o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate, o.WebhookFailRate
 	}
 	return s
 }

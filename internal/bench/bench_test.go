@@ -21,6 +21,9 @@ func logs() *os.File {
 func run(t *testing.T, o Options) Report {
 	t.Helper()
 	o.Template = testTemplate
+	if o.Seed == 0 {
+		o.Seed = 1 // the tests' faults are the same every run
+	}
 	if f := logs(); f != nil {
 		o.Logs = f
 	}
@@ -47,11 +50,21 @@ func system(t *testing.T, rep Report, name string) SystemResult {
 // loses and duplicates nothing.
 func TestShortRunAcknowledgesFastAndLosesNothing(t *testing.T) {
 	rep := run(t, Options{Events: 40, Concurrency: 8, Work: 300 * time.Millisecond, BusLatency: 20 * time.Millisecond})
-	sync, bg, lg := system(t, rep, SystemSync), system(t, rep, SystemBackground), system(t, rep, SystemLinegate)
-	for _, s := range []SystemResult{sync, bg, lg} {
+	sync, bg, direct, lg := system(t, rep, SystemSync), system(t, rep, SystemBackground), system(t, rep, SystemDirect), system(t, rep, SystemLinegate)
+	for _, s := range []SystemResult{sync, bg, direct, lg} {
 		if s.Events != 40 || s.Attempts < 40 || !s.Drained {
 			t.Errorf("%s: %d events, %d attempts, drained %v", s.System, s.Events, s.Attempts, s.Drained)
 		}
+		// Nothing crashed or failed: every handler did its work once.
+		if s.Executions != 40 || s.ExecutionsPerEvent != 1 || s.DuplicateEffects != 0 || s.Lost != 0 {
+			t.Errorf("%s: %d handler runs (%.2f per event), %d duplicate side effects, %d lost", s.System, s.Executions,
+				s.ExecutionsPerEvent, s.DuplicateEffects, s.Lost)
+		}
+	}
+	// durable-direct acknowledges after its queue's round trip, like linegate
+	// after the bus's.
+	if direct.AckP50Ms < 20 || direct.Timeouts != 0 {
+		t.Errorf("durable-direct ack p50 %.1f ms (the queue's round trip is 20 ms), %d timeouts", direct.AckP50Ms, direct.Timeouts)
 	}
 	if lg.AckP99Ms >= 2000 || lg.Timeouts != 0 {
 		t.Errorf("linegate ack p99 %.1f ms with %d timeouts; want < 2 s and none", lg.AckP99Ms, lg.Timeouts)
@@ -76,7 +89,7 @@ func TestShortRunAcknowledgesFastAndLosesNothing(t *testing.T) {
 	if rep.Accounting == nil || rep.Accounting.ExactlyOnce != 40 || len(rep.Violations) != 0 {
 		t.Errorf("accounting %+v, violations %v", rep.Accounting, rep.Violations)
 	}
-	if len(rep.Ratios) != 2 || rep.Ratios[0].Baseline != SystemSync || rep.Ratios[0].AckP99 < 4 {
+	if len(rep.Ratios) != 3 || rep.Ratios[0].Baseline != SystemSync || rep.Ratios[0].AckP99 < 4 || rep.Ratios[2].Baseline != SystemDirect {
 		t.Errorf("ratios %+v", rep.Ratios)
 	}
 	if rep.Settings.EffectiveTimeScale != DefaultTimeScale {
@@ -85,7 +98,10 @@ func TestShortRunAcknowledgesFastAndLosesNothing(t *testing.T) {
 }
 
 // With work beyond LINE's 2 s, the synchronous design times out on every
-// attempt, LINE redelivers, and the user gets the answer twice.
+// attempt and LINE redelivers: the handler runs twice for every event. As
+// in LINE's samples it only replies, so the redelivery's reply fails (its
+// token was spent by the first attempt): the user sees one answer, and the
+// side effect happened twice.
 func TestSyncBaselineTimesOutWhenWorkExceedsLineTimeout(t *testing.T) {
 	rep := run(t, Options{Events: 8, Concurrency: 8, Work: 2500 * time.Millisecond, Only: SystemSync})
 	s := system(t, rep, SystemSync)
@@ -98,8 +114,12 @@ func TestSyncBaselineTimesOutWhenWorkExceedsLineTimeout(t *testing.T) {
 	if s.AckP99Ms < 2000 {
 		t.Errorf("ack p99 %.1f ms; a timed-out attempt counts as LINE's 2 s", s.AckP99Ms)
 	}
-	if s.Duplicates != 8 || s.Lost != 0 {
-		t.Errorf("duplicates %d, lost %d; want every event answered twice", s.Duplicates, s.Lost)
+	if s.Duplicates != 0 || s.Lost != 0 {
+		t.Errorf("duplicate replies %d, lost %d; want every event answered once (the second reply's token is spent)", s.Duplicates, s.Lost)
+	}
+	if s.Executions != 16 || s.ExecutionsPerEvent != 2 || s.DuplicateEffects != 8 {
+		t.Errorf("%d handler runs (%.2f per event), %d duplicate side effects; want every event's work done twice",
+			s.Executions, s.ExecutionsPerEvent, s.DuplicateEffects)
 	}
 	if _, ok := rep.System(SystemLinegate); ok || rep.Accounting != nil {
 		t.Error("only the sync baseline should have run")
@@ -111,7 +131,7 @@ func TestSyncBaselineTimesOutWhenWorkExceedsLineTimeout(t *testing.T) {
 // alarm raised and the operator told.
 func TestChaosAccountingHolds(t *testing.T) {
 	rep := run(t, Options{Events: 150, Concurrency: 10, Work: 20 * time.Millisecond, Chaos: true, TimeScale: 190,
-		PutFailRate: 0.1, HandlerFailRate: 0.1, PoisonRate: 0.03, Line429Rate: 0.1, Line500Rate: 0.05})
+		PutFailRate: 0.1, HandlerFailRate: 0.1, PoisonRate: 0.03, Line429Rate: 0.1, Line500Rate: 0.05, WebhookFailRate: 0.1})
 	a := rep.Accounting
 	if a == nil {
 		t.Fatal("no accounting")
@@ -125,10 +145,16 @@ func TestChaosAccountingHolds(t *testing.T) {
 	if len(a.AlarmsFired) == 0 || len(a.Notified) == 0 {
 		t.Errorf("alarms fired %v, operator notified of %v", a.AlarmsFired, a.Notified)
 	}
-	// The chaos really happened.
+	// The chaos really happened, LINE's redelivery included: 15 first
+	// deliveries were answered 500 and delivered again.
 	in := a.Injected
-	if in.PutEventsFailures == 0 || in.FlakyEvents != 15 || in.Line429 == 0 || in.Line500 == 0 {
+	if in.PutEventsFailures == 0 || in.FlakyEvents != 15 || in.Line429 == 0 || in.Line500 == 0 || in.WebhookFailures != 15 {
 		t.Errorf("injected %+v", in)
+	}
+	lg := system(t, rep, SystemLinegate)
+	if lg.Redeliveries < 15 || lg.Undelivered != 0 || lg.DuplicateEffects != 0 {
+		t.Errorf("LINE redelivered %d times (want at least the 15 failed first deliveries), %d undelivered, %d duplicate side effects",
+			lg.Redeliveries, lg.Undelivered, lg.DuplicateEffects)
 	}
 	if len(rep.Systems) != 1 || rep.Systems[0].System != SystemLinegate {
 		t.Errorf("chaos ran %+v; want linegate only", rep.Systems)
@@ -139,10 +165,15 @@ func TestChaosAccountingHolds(t *testing.T) {
 // linegate loses nothing (abandoned records come back after their
 // visibility timeout).
 func TestCrashLinegateLosesNothingBackgroundLoses(t *testing.T) {
-	rep := run(t, Options{Events: 40, Concurrency: 8, Work: time.Second, Crash: true, Only: "background,linegate"})
-	bg, lg := system(t, rep, SystemBackground), system(t, rep, SystemLinegate)
-	if !bg.Crashed || !lg.Crashed {
-		t.Fatalf("crashed: background %v, linegate %v", bg.Crashed, lg.Crashed)
+	rep := run(t, Options{Events: 40, Concurrency: 8, Work: time.Second, Crash: true, Only: "background,durable-direct,linegate"})
+	bg, direct, lg := system(t, rep, SystemBackground), system(t, rep, SystemDirect), system(t, rep, SystemLinegate)
+	if !bg.Crashed || !lg.Crashed || !direct.Crashed {
+		t.Fatalf("crashed: background %v, durable-direct %v, linegate %v", bg.Crashed, direct.Crashed, lg.Crashed)
+	}
+	// The durable designs lose nothing: what was in flight comes back from
+	// the queue after its visibility timeout.
+	if direct.InFlightAtCrash == 0 || direct.Lost != 0 {
+		t.Errorf("durable-direct lost %d with %d in flight at the crash; want none lost", direct.Lost, direct.InFlightAtCrash)
 	}
 	if bg.Lost == 0 || bg.Lost > bg.InFlightAtCrash {
 		t.Errorf("background lost %d with %d in flight at the crash; want 0 < lost <= in flight", bg.Lost, bg.InFlightAtCrash)
@@ -167,7 +198,12 @@ func TestNormalize(t *testing.T) {
 	}{
 		{"defaults", Options{}, false, func(o Options) bool {
 			return o.Events == DefaultEvents && o.Concurrency == DefaultConcurrency && o.Work == DefaultWork &&
-				o.BusLatency == DefaultBusLatency && o.Redeliveries == 1 && o.TimeScale == DefaultTimeScale
+				o.BusLatency == DefaultBusLatency && o.Redeliveries == 1 && o.TimeScale == DefaultTimeScale && o.Seed != 0
+		}},
+		{"a seed given is kept", Options{Seed: 42}, false, func(o Options) bool { return o.Seed == 42 }},
+		{"every system by default", Options{}, false, func(o Options) bool {
+			s := o.systems()
+			return len(s) == 4 && s[2] == SystemDirect && s[3] == SystemLinegate
 		}},
 		{"chaos defaults", Options{Chaos: true}, false, func(o Options) bool {
 			return o.Events == DefaultChaosEvents && o.Work == DefaultChaosWork && o.Redeliveries == DefaultChaosRedeliveries
@@ -176,6 +212,7 @@ func TestNormalize(t *testing.T) {
 		{"unknown system", Options{Only: "lambda"}, true, nil},
 		{"chaos on a baseline", Options{Chaos: true, Only: SystemSync}, true, nil},
 		{"rate of 1", Options{Chaos: true, PoisonRate: 1}, true, nil},
+		{"webhook failures of 1", Options{Chaos: true, WebhookFailRate: 1}, true, nil},
 		{"LINE rates over 1", Options{Chaos: true, Line429Rate: 0.6, Line500Rate: 0.5}, true, nil},
 		{"time scale below 1", Options{TimeScale: 0.5}, true, nil},
 		{"negative events", Options{Events: -3}, true, nil},
@@ -228,6 +265,41 @@ func TestLinegateTimingLowersTheScaleForLongWork(t *testing.T) {
 		}
 		if tm.receives != 5 || tm.visibility != time.Duration(float64(190*time.Second)/tm.scale) {
 			t.Errorf("timing %+v", tm)
+		}
+	}
+}
+
+// Without a seed every run draws its own faults (and says which); with one,
+// the same faults come back.
+func TestSeeds(t *testing.T) {
+	a, _ := Options{}.Normalize()
+	b, _ := Options{}.Normalize()
+	if a.Seed == 0 || a.Seed == b.Seed {
+		t.Errorf("two runs without a seed drew %d and %d", a.Seed, b.Seed)
+	}
+	first := pickFailFirst(1000, 0.05, 9)
+	again := pickFailFirst(1000, 0.05, 9)
+	other := pickFailFirst(1000, 0.05, 10)
+	n, same, diff := 0, true, false
+	for i := range first {
+		if first[i] {
+			n++
+		}
+		same = same && first[i] == again[i]
+		diff = diff || first[i] != other[i]
+	}
+	if n != 50 || !same || !diff {
+		t.Errorf("%d events picked of 1000 at 5%%; same seed same picks %v, another seed other picks %v", n, same, diff)
+	}
+}
+
+// A run longer than the LINE mock's default record count still counts
+// every answer (the baselines' mock keeps as many as linegate's).
+func TestLongRunCountsEveryAnswer(t *testing.T) {
+	rep := run(t, Options{Events: 1200, Concurrency: 40, Work: -1, BusLatency: -1, Only: "background,durable-direct"})
+	for _, s := range rep.Systems {
+		if s.Lost != 0 || s.Executions != 1200 {
+			t.Errorf("%s: %d lost, %d handler runs of 1200 events", s.System, s.Lost, s.Executions)
 		}
 	}
 }

@@ -79,22 +79,55 @@ func canonicalIndex(s string) (int, bool) {
 }
 
 // handler is the bot every system runs: the same code inside the webhook
-// request (sync), in a goroutine (background) and in linegate's worker.
+// request (sync), in a goroutine (background), in the durable-direct
+// worker and in linegate's worker.
 type handler struct {
 	work time.Duration
+	fx   *sideEffects
 
 	mu    sync.Mutex
 	tried map[string]bool // webhookEventIds of flaky events already attempted
 }
 
-// newRouter returns the bench bot: each text "<kind>:<n>" sleeps work and
-// replies "done <n>", except the injected failures of KindFlaky and
-// KindPoison.
-func newRouter(work time.Duration) *bot.Router {
-	h := &handler{work: work, tried: map[string]bool{}}
+// newRouter returns the bench bot: each text "<kind>:<n>" does its work
+// (sleeps work, then counts a side effect in fx) and replies "done <n>",
+// except the injected failures of KindFlaky and KindPoison.
+func newRouter(work time.Duration, fx *sideEffects) *bot.Router {
+	h := &handler{work: work, fx: fx, tried: map[string]bool{}}
 	r := bot.NewRouter()
 	r.OnText("", h.handle)
 	return r
+}
+
+// sideEffects counts, per event, how many times a handler did its work: the
+// effect a user or a bill would see twice (a charge, an LLM call, a counter),
+// whether or not the reply after it reached LINE.
+type sideEffects struct {
+	mu    sync.Mutex
+	count []int
+}
+
+func newSideEffects(events int) *sideEffects { return &sideEffects{count: make([]int, events)} }
+
+func (s *sideEffects) record(n int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n >= 0 && n < len(s.count) {
+		s.count[n]++
+	}
+}
+
+// counts returns a copy of the counts by event index.
+func (s *sideEffects) counts() []int {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.count...)
 }
 
 func (h *handler) handle(ctx context.Context, e *bot.Event, text string) error {
@@ -110,10 +143,29 @@ func (h *handler) handle(ctx context.Context, e *bot.Event, text string) error {
 			return fmt.Errorf("event %d: %w", n, ErrTransient)
 		}
 	}
-	if err := backoff.Sleep(ctx, h.work); err != nil {
+	if err := h.doWork(ctx, e, n); err != nil {
 		return fmt.Errorf("event %d: simulated work: %w", n, err)
 	}
 	return e.ReplyText(ctx, doneText(n))
+}
+
+// doWork is the event's side effect: h.work of work, then counted. In
+// linegate's worker it runs under bot.Once, as a linegate bot runs a side
+// effect, so a retry after it (a reply LINE refused) does not do it again;
+// the baselines have nothing of the kind and just do it.
+func (h *handler) doWork(ctx context.Context, e *bot.Event, n int) error {
+	work := func(ctx context.Context) (bool, error) {
+		if err := backoff.Sleep(ctx, h.work); err != nil {
+			return false, err
+		}
+		h.fx.record(n)
+		return true, nil
+	}
+	_, err := bot.Once(ctx, e, "work", work)
+	if errors.Is(err, bot.ErrNoSteps) {
+		_, err = work(ctx)
+	}
+	return err
 }
 
 func (h *handler) firstAttempt(id string) bool {

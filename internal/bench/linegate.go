@@ -88,10 +88,11 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 	if o.Pollers > 0 {
 		params["WorkerMaxConcurrency"] = strconv.Itoa(o.Pollers)
 	}
+	fx := newSideEffects(len(p.kinds))
 	rt, err := local.Start(ctx, local.Config{
 		Template: o.Template, Params: params, Addr: "127.0.0.1:0", TimeScale: tm.scale,
 		Getenv: func(string) string { return "" }, // never a real channel
-		Logs:   o.Logs, Bot: func(config.Worker) *bot.Router { return newRouter(o.Work) }, BusLatency: o.BusLatency,
+		Logs:   o.Logs, Bot: func(config.Worker) *bot.Router { return newRouter(o.Work, fx) }, BusLatency: o.BusLatency,
 		WorkerOptions: []worker.Option{worker.WithConcurrency(o.RecordConcurrency)},
 		// The accounting reads every event and every send of the run.
 		EventLogSize: 2*o.Events + 1000, LineRecords: 4*o.Events + 1000,
@@ -104,8 +105,9 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 
 	work, dlqs := workQueues(rt)
 	var putFailures atomic.Int64
+	webhookFailures := newChaosFailures(len(p.kinds))
 	if o.Chaos {
-		injectChaos(rt, o, len(p.kinds), &putFailures)
+		injectChaos(rt, o, p, &putFailures, webhookFailures)
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watch := newAlarmWatch(rt, dlqAlarms(rt, dlqs), client)
@@ -143,9 +145,9 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 	wg.Wait()
 
 	recs := rt.LINE().Messages()
-	res := measure(SystemLinegate, p, tr, recs, o.LineTimeout, drained)
+	res := measure(SystemLinegate, p, tr, recs, fx.counts(), o.LineTimeout, drained)
 	acc := account(rt, p, tr, recs, dlqs, watch)
-	acc.Injected = Injected{PutEventsFailures: int(putFailures.Load()), FlakyEvents: p.count(KindFlaky)}
+	acc.Injected = Injected{PutEventsFailures: int(putFailures.Load()), FlakyEvents: p.count(KindFlaky), WebhookFailures: webhookFailures.events()}
 	for c, n := range rt.LINE().Calls() {
 		if c.Path != linemock.PathReply && c.Path != linemock.PathPush {
 			continue
@@ -232,16 +234,24 @@ func dlqAlarms(rt *local.Runtime, dlqURLs []string) []string {
 	return out
 }
 
-// injectChaos makes PutEvents entries fail with InternalFailure and LINE
-// answer 429 or 500 at the configured rates.
-func injectChaos(rt *local.Runtime, o Options, events int, putFailures *atomic.Int64) {
+// injectChaos makes PutEvents entries fail with InternalFailure (at
+// PutFailRate, each entry on its own: the webhook's retries inside the
+// request usually get it through), the first delivery of the plan's
+// failFirst events fail at the bus for good (every attempt of the
+// request: the webhook answers 500 and LINE redelivers; the redelivery
+// goes through), and LINE answer 429 or 500 at the configured rates.
+func injectChaos(rt *local.Runtime, o Options, p plan, putFailures *atomic.Int64, webhook *chaosFailures) {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0xc4a05))
-	if o.PutFailRate > 0 {
-		rt.Cloud().FailPutEvents(func(ebtypes.PutEventsRequestEntry) (string, bool) {
+	if o.PutFailRate > 0 || o.WebhookFailRate > 0 {
+		rt.Cloud().FailPutEvents(func(e ebtypes.PutEventsRequestEntry) (string, bool) {
+			if n, first := firstDelivery(e); n >= 0 && n < len(p.failFirst) && p.failFirst[n] && first {
+				webhook.add(n)
+				return "InternalFailure", true
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if rng.Float64() < o.PutFailRate {
+			if o.PutFailRate > 0 && rng.Float64() < o.PutFailRate {
 				putFailures.Add(1)
 				return "InternalFailure", true
 			}
@@ -252,12 +262,56 @@ func injectChaos(rt *local.Runtime, o Options, events int, putFailures *atomic.I
 		// Faults are queued per path: a random sequence long enough for
 		// every call the run makes, with runs of normal answers between.
 		for _, path := range []string{linemock.PathReply, linemock.PathPush} {
-			for _, f := range faultSequence(rng, 3*events, o.Line429Rate, o.Line500Rate) {
+			for _, f := range faultSequence(rng, 3*len(p.kinds), o.Line429Rate, o.Line500Rate) {
 				f.Path = path
 				rt.LINE().Inject(f)
 			}
 		}
 	}
+}
+
+// firstDelivery reads a bus entry's event: its index in the run (from its
+// text, -1 when it is not bench traffic) and whether it comes from LINE's
+// first delivery (not a redelivery).
+func firstDelivery(e ebtypes.PutEventsRequestEntry) (int, bool) {
+	var d struct {
+		Event struct {
+			DeliveryContext struct {
+				IsRedelivery bool `json:"isRedelivery"`
+			} `json:"deliveryContext"`
+			Message struct {
+				Text string `json:"text"`
+			} `json:"message"`
+		} `json:"event"`
+	}
+	if e.Detail == nil || json.Unmarshal([]byte(*e.Detail), &d) != nil {
+		return -1, false
+	}
+	_, n, ok := parseText(d.Event.Message.Text)
+	if !ok {
+		return -1, false
+	}
+	return n, !d.Event.DeliveryContext.IsRedelivery
+}
+
+// chaosFailures marks, by event index, the events whose first delivery
+// was made to fail.
+type chaosFailures struct{ failed []atomic.Bool }
+
+func newChaosFailures(events int) *chaosFailures {
+	return &chaosFailures{failed: make([]atomic.Bool, events)}
+}
+
+func (c *chaosFailures) add(i int) { c.failed[i].Store(true) }
+
+func (c *chaosFailures) events() int {
+	n := 0
+	for i := range c.failed {
+		if c.failed[i].Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // faultSequence draws calls answers: 429 at r429, 500 at r500, otherwise a

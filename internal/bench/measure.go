@@ -38,6 +38,14 @@ type SystemResult struct {
 	// Lost is how many non-poison events were never answered within the
 	// drain timeout.
 	Lost int `json:"lost"`
+	// Executions is how many times a handler did its work (the side effect
+	// before the reply: a charge, an LLM call), all events together;
+	// ExecutionsPerEvent that per non-poison event; DuplicateEffects how
+	// many events had it done more than once. A user may see one answer
+	// and still have been charged twice.
+	Executions         int     `json:"handlerExecutions"`
+	ExecutionsPerEvent float64 `json:"handlerExecutionsPerEvent"`
+	DuplicateEffects   int     `json:"duplicateSideEffects"`
 	// E2EP50Ms and E2EP99Ms are delivery start → first answer recorded by the
 	// LINE API, over the answered events.
 	E2EP50Ms float64 `json:"e2eP50Ms"`
@@ -55,8 +63,10 @@ type SystemResult struct {
 	InFlightAtCrash int  `json:"inFlightAtCrash,omitempty"`
 }
 
-// measure turns a run's observations into a SystemResult.
-func measure(name string, p plan, tr traffic, recs []linemock.Record, timeout time.Duration, drained bool) SystemResult {
+// measure turns a run's observations into a SystemResult: the attempts
+// LINE made, the answers its Messaging API recorded, and the side effects
+// the handlers counted (by event index).
+func measure(name string, p plan, tr traffic, recs []linemock.Record, work []int, timeout time.Duration, drained bool) SystemResult {
 	n := len(p.kinds)
 	res := SystemResult{System: name, Events: n, Poison: p.poison(), Drained: drained,
 		Crashed: tr.crashed, InFlightAtCrash: tr.inFlight, SendSeconds: tr.sent.Sub(tr.began).Seconds()}
@@ -107,6 +117,15 @@ func measure(name string, p plan, tr traffic, recs []linemock.Record, timeout ti
 		}
 	}
 	res.E2EP50Ms, res.E2EP99Ms = ms(percentile(e2e, 50)), ms(percentile(e2e, 99))
+	for _, n := range work {
+		res.Executions += n
+		if n > 1 {
+			res.DuplicateEffects++
+		}
+	}
+	if normal := n - res.Poison; normal > 0 {
+		res.ExecutionsPerEvent = float64(res.Executions) / float64(normal)
+	}
 	if span := last.Sub(tr.began); answered > 0 && span > 0 {
 		res.Throughput = float64(answered) / span.Seconds()
 	}

@@ -121,10 +121,12 @@ func TestMeasure(t *testing.T) {
 		{At: t0.Add(2 * time.Second), Messages: []json.RawMessage{text("done 1")}},
 		{At: t0.Add(9 * time.Second), Messages: []json.RawMessage{text("done 99")}}, // not an event of the run
 	}
-	got := measure("x", p, tr, recs, 2*time.Second, true)
+	work := []int{1, 2, 0, 1} // event 1's handler did its work twice, the poison's never
+	got := measure("x", p, tr, recs, work, 2*time.Second, true)
 	want := SystemResult{System: "x", Events: 4, Poison: 1, AckP50Ms: 30, AckP99Ms: 2000, AckMaxMs: 2000,
 		Attempts: 5, Timeouts: 1, Failures: 2, Redeliveries: 1, Undelivered: 1, Duplicates: 1, ExtraMessages: 1,
-		Lost: 1, E2EP50Ms: 500, E2EP99Ms: 1000, Throughput: 1, SendSeconds: 3, Drained: true}
+		Lost: 1, E2EP50Ms: 500, E2EP99Ms: 1000, Throughput: 1, SendSeconds: 3, Drained: true,
+		Executions: 4, ExecutionsPerEvent: 4.0 / 3, DuplicateEffects: 1}
 	if got != want {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
@@ -146,15 +148,21 @@ func sampleReport() Report {
 			Redeliveries: 1, RedeliveryInterval: "1s", LineTimeout: "2s", TimeScale: 60, EffectiveTimeScale: 27.142857142857142, Seed: 1},
 		Systems: []SystemResult{
 			{System: SystemSync, Events: 200, AckP50Ms: 2000, AckP99Ms: 2000, AckMaxMs: 2000, Attempts: 400, Timeouts: 400, Failures: 400,
-				Redeliveries: 200, Undelivered: 200, Duplicates: 200, ExtraMessages: 200, E2EP50Ms: 3001, E2EP99Ms: 3010, Throughput: 6.6,
-				SendSeconds: 50.1, Drained: true, Crashed: true, InFlightAtCrash: 20},
+				Redeliveries: 200, Undelivered: 200, E2EP50Ms: 3001, E2EP99Ms: 3010, Throughput: 6.6,
+				SendSeconds: 50.1, Drained: true, Crashed: true, InFlightAtCrash: 20, Executions: 400, ExecutionsPerEvent: 2, DuplicateEffects: 200},
 			{System: SystemBackground, Events: 200, AckP50Ms: 0.6, AckP99Ms: 3.2, AckMaxMs: 5, Attempts: 200, Lost: 97,
-				E2EP50Ms: 3002, E2EP99Ms: 3004, Throughput: 33.1, SendSeconds: 0.3, Drained: true, Crashed: true, InFlightAtCrash: 100},
+				E2EP50Ms: 3002, E2EP99Ms: 3004, Throughput: 33.1, SendSeconds: 0.3, Drained: true, Crashed: true, InFlightAtCrash: 100,
+				Executions: 103, ExecutionsPerEvent: 0.515},
+			{System: SystemDirect, Events: 200, AckP50Ms: 21, AckP99Ms: 26, AckMaxMs: 30, Attempts: 200,
+				E2EP50Ms: 3030, E2EP99Ms: 9100, Throughput: 21.1, SendSeconds: 0.5, Drained: true, Crashed: true, InFlightAtCrash: 50,
+				Executions: 212, ExecutionsPerEvent: 1.06, DuplicateEffects: 12},
 			{System: SystemLinegate, Events: 200, AckP50Ms: 21.5, AckP99Ms: 27, AckMaxMs: 31, Attempts: 200,
-				E2EP50Ms: 6100, E2EP99Ms: 13000, Throughput: 14.2, SendSeconds: 0.4, Drained: true, Crashed: true, InFlightAtCrash: -1},
+				E2EP50Ms: 6100, E2EP99Ms: 13000, Throughput: 14.2, SendSeconds: 0.4, Drained: true, Crashed: true, InFlightAtCrash: -1,
+				Executions: 200, ExecutionsPerEvent: 1},
 		},
 		Ratios: []Ratio{{Baseline: SystemSync, AckP50: 93, AckP99: 74.1, AckMax: 64.5, E2EP99: 0.23, Throughput: 2.2},
-			{Baseline: SystemBackground, AckP50: 0.03, AckP99: 0.12, AckMax: 0.16, E2EP99: 0.23, Throughput: 0.43}},
+			{Baseline: SystemBackground, AckP50: 0.03, AckP99: 0.12, AckMax: 0.16, E2EP99: 0.23, Throughput: 0.43},
+			{Baseline: SystemDirect, AckP50: 0.98, AckP99: 0.96, AckMax: 0.97, E2EP99: 0.7, Throughput: 0.67}},
 		Accounting: &Summary{Events: 200, ExactlyOnce: 200},
 		Elapsed:    71.25,
 	}
@@ -179,10 +187,11 @@ func TestReportGolden(t *testing.T) {
 	var md bytes.Buffer
 
 	rep.Settings.Chaos = true
-	rep.Systems, rep.Ratios = rep.Systems[2:], nil
+	rep.Systems, rep.Ratios = rep.Systems[3:], nil
 	rep.Accounting = &Summary{Events: 200, Poison: 2, ExactlyOnce: 197, Duplicates: 1, DeadLettered: 2, DLQVisible: 2,
 		AlarmsFired: []string{"linegate-interactive-dlq"}, Notified: []string{"linegate-interactive-dlq"},
-		Injected: Injected{PutEventsFailures: 11, FlakyEvents: 10, Line429: 9, Line500: 4}}
+		Injected: Injected{PutEventsFailures: 11, WebhookFailures: 10, FlakyEvents: 10, Line429: 9, Line500: 4}}
+	rep.Settings.WebhookFailRate = 0.05
 	rep.Violations = []string{"1 event(s) with a duplicate effect: #5 (01J) ×2", "the DLQs hold 1 message(s), want 2 (the poison events)"}
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)

@@ -46,21 +46,21 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString(", workers crashed mid-run")
 	}
 	if s.Chaos {
-		fmt.Fprintf(&b, ", chaos: PutEvents failures %g, handler failures %g, poison %g, LINE 429 %g, LINE 500 %g",
-			s.PutFailRate, s.HandlerFailRate, s.PoisonRate, s.Line429Rate, s.Line500Rate)
+		fmt.Fprintf(&b, ", chaos: PutEvents failures %g, failed first deliveries %g, handler failures %g, poison %g, LINE 429 %g, LINE 500 %g",
+			s.PutFailRate, s.WebhookFailRate, s.HandlerFailRate, s.PoisonRate, s.Line429Rate, s.Line500Rate)
 	}
 	fmt.Fprintf(&b, ", seed %d.\n\n", s.Seed)
 
-	b.WriteString("| system | ack p50 | ack p99 | ack max | LINE timeouts | redeliveries | duplicate replies | lost | e2e p50 | e2e p99 | throughput |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| system | ack p50 | ack p99 | ack max | LINE timeouts | redeliveries | handler runs per event | duplicate side effects | duplicate replies | lost | e2e p50 | e2e p99 | throughput |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, sr := range r.Systems {
 		lost := fmt.Sprint(sr.Lost)
 		if sr.Crashed && sr.InFlightAtCrash >= 0 {
 			lost += fmt.Sprintf(" (%d in flight at crash)", sr.InFlightAtCrash)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d / %d | %d | %d | %s | %s | %s | %.1f/s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d / %d | %d | %.2f | %d | %d | %s | %s | %s | %.1f/s |\n",
 			sr.System, fmtMs(sr.AckP50Ms), fmtMs(sr.AckP99Ms), fmtMs(sr.AckMaxMs), sr.Timeouts, sr.Attempts,
-			sr.Redeliveries, sr.Duplicates, lost, fmtMs(sr.E2EP50Ms), fmtMs(sr.E2EP99Ms), sr.Throughput)
+			sr.Redeliveries, sr.ExecutionsPerEvent, sr.DuplicateEffects, sr.Duplicates, lost, fmtMs(sr.E2EP50Ms), fmtMs(sr.E2EP99Ms), sr.Throughput)
 	}
 	if len(r.Ratios) > 0 {
 		b.WriteString("\nlinegate against each baseline (× better; latencies baseline ÷ linegate, throughput linegate ÷ baseline):\n\n")
@@ -80,8 +80,8 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		}
 		b.WriteString(".\n")
 		if in := a.Injected; r.Settings.Chaos {
-			fmt.Fprintf(&b, "\nchaos served: %d PutEvents entries failed, %d events failed their first attempt, LINE answered %d × 429 and %d × 500.\n",
-				in.PutEventsFailures, in.FlakyEvents, in.Line429, in.Line500)
+			fmt.Fprintf(&b, "\nchaos served: %d PutEvents entries failed, %d first deliveries answered 500 (LINE redelivered them), %d events failed their first attempt, LINE answered %d × 429 and %d × 500.\n",
+				in.PutEventsFailures, in.WebhookFailures, in.FlakyEvents, in.Line429, in.Line500)
 		}
 	}
 	if len(r.Violations) > 0 {

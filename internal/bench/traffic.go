@@ -14,10 +14,24 @@ import (
 	"github.com/linegate/linegate/pkg/backoff"
 )
 
-// plan is the traffic of one run: the kind of each event, by index. Every
-// system gets the same plan.
+// plan is the traffic of one run: the kind of each event, by index, and
+// (chaos) whether its first delivery is made to fail. Every system gets the
+// same plan.
 type plan struct {
-	kinds []string
+	kinds     []string
+	failFirst []bool
+}
+
+// pickFailFirst marks round(n*rate) events, drawn from seed, whose first
+// delivery fails.
+func pickFailFirst(n int, rate float64, seed uint64) []bool {
+	out := make([]bool, n)
+	k := countOf(n, rate)
+	rng := rand.New(rand.NewPCG(seed, seed^0xfa11))
+	for _, i := range rng.Perm(n)[:k] {
+		out[i] = true
+	}
+	return out
 }
 
 // newPlan assigns kinds: round(n*poisonRate) poison events and

@@ -43,11 +43,8 @@ type Binary struct {
 // error.
 func Build(ctx context.Context, repoRoot, function, goarch, outDir string, opts ...Option) (Binary, error) {
 	o := newOptions(opts)
-	dir, err := filepath.Abs(outDir)
+	dir, err := outputDir(outDir)
 	if err != nil {
-		return Binary{}, fmt.Errorf("build %s: %w", function, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binary{}, fmt.Errorf("build %s: %w", function, err)
 	}
 	args := []string{"--no-print-directory", "-C", repoRoot, "build-" + LogicalID(function), "ARTIFACTS_DIR=" + dir, "LAMBDA_GOARCH=" + goarch}
@@ -67,6 +64,61 @@ func Build(ctx context.Context, repoRoot, function, goarch, outDir string, opts 
 		return Binary{}, fmt.Errorf("build %s: the recipe wrote no %s: %w", function, BootstrapName, err)
 	}
 	return Binary{Path: out, Size: fi.Size()}, nil
+}
+
+// HelloPackage is the hello-world aws-lambda-go function the functions'
+// INIT is compared with (Measure builds it with their recipe).
+const HelloPackage = "./internal/coldstart/testdata/hello"
+
+// HelloName is the hello-world function's name in Measure's rows.
+const HelloName = "hello-world"
+
+// BuildPackage builds the main package pkg (a path in the repository at
+// repoRoot, such as HelloPackage) for linux/goarch into outDir/bootstrap
+// with the Makefile's own recipe for the functions: its LAMBDA_BUILD
+// variable, printed by make, so the flags cannot drift from the ones SAM
+// builds with. WithGo sets the Makefile's GO.
+func BuildPackage(ctx context.Context, repoRoot, pkg, goarch, outDir string, opts ...Option) (Binary, error) {
+	o := newOptions(opts)
+	dir, err := outputDir(outDir)
+	if err != nil {
+		return Binary{}, fmt.Errorf("build %s: %w", pkg, err)
+	}
+	args := []string{"--no-print-directory", "-s", "-C", repoRoot, "--eval", "print-lambda-build: ; @: $(info $(LAMBDA_BUILD))",
+		"print-lambda-build", "LAMBDA_GOARCH=" + goarch}
+	if o.goBin != "" {
+		args = append(args, "GO="+o.goBin)
+	}
+	var stderr bytes.Buffer
+	mk := exec.CommandContext(ctx, "make", args...)
+	mk.Stderr = &stderr
+	recipe, err := mk.Output()
+	if err != nil {
+		return Binary{}, fmt.Errorf("build %s: read the Makefile's LAMBDA_BUILD: %w\n%s", pkg, err, stderr.Bytes())
+	}
+	out := filepath.Join(dir, BootstrapName)
+	line := strings.TrimSpace(string(recipe)) + " -o '" + out + "' " + pkg
+	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	cmd.Dir = repoRoot
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Run(); err != nil {
+		return Binary{}, fmt.Errorf("build %s for linux/%s: %s: %w\n%s", pkg, goarch, line, err, output.Bytes())
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		return Binary{}, fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return Binary{Path: out, Size: fi.Size()}, nil
+}
+
+// outputDir makes outDir (absolute) for a build's bootstrap.
+func outputDir(outDir string) (string, error) {
+	dir, err := filepath.Abs(outDir)
+	if err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // zipTime is the modification time stored in every zip, so the same binary

@@ -84,6 +84,19 @@ func TestParseFunctionError(t *testing.T) {
 	}
 }
 
+// OwnMedian is the median over the starts of INIT less the wait, not the
+// difference of the medians.
+func TestOwnMedian(t *testing.T) {
+	ms := time.Millisecond
+	r := Row{Inits: []time.Duration{10 * ms, 20 * ms, 30 * ms}, Waits: []time.Duration{9 * ms, 1 * ms, 2 * ms}}
+	if got := r.OwnMedian(); got != 19*ms {
+		t.Fatalf("OwnMedian = %v, want 19ms (the starts own 1, 19 and 28 ms)", got)
+	}
+	if got := (Row{Inits: []time.Duration{5 * ms}}).OwnMedian(); got != 5*ms {
+		t.Fatalf("OwnMedian without waits = %v", got)
+	}
+}
+
 func TestMedian(t *testing.T) {
 	ms := func(v ...int) []time.Duration {
 		var out []time.Duration
@@ -260,10 +273,13 @@ func TestOfflineEnvNamesTheFunction(t *testing.T) {
 
 func TestWriteTableGolden(t *testing.T) {
 	rows := []Row{
+		{Function: HelloName, BinaryBytes: 6 << 20, ZipBytes: 3 << 20, InitArch: "linux/amd64",
+			Inits: []time.Duration{3 * time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}, Waits: []time.Duration{0, 0, 0}},
 		{Function: "notifier", BinaryBytes: 20840610, ZipBytes: 6844370, InitArch: "linux/amd64",
-			Inits: []time.Duration{11633 * time.Microsecond, 9545 * time.Microsecond, 9203 * time.Microsecond}},
+			Inits: []time.Duration{11633 * time.Microsecond, 9545 * time.Microsecond, 9203 * time.Microsecond},
+			Waits: []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 1 * time.Millisecond}},
 		{Function: "webhook", BinaryBytes: 16 << 20, ZipBytes: 5 << 20, InitArch: "linux/amd64",
-			Inits: []time.Duration{10 * time.Millisecond, 12 * time.Millisecond}},
+			Inits: []time.Duration{10 * time.Millisecond, 12 * time.Millisecond}}, // no waits measured
 		{Function: "worker", BinaryBytes: 1, ZipBytes: 0, InitArch: "linux/arm64"}, // zip not measured
 	}
 	var b bytes.Buffer

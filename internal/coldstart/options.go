@@ -30,6 +30,7 @@ type options struct {
 	noZip        bool
 	env          map[string]map[string]string
 	hosts        map[string]string
+	ssm          string
 }
 
 func newOptions(opts []Option) options {
@@ -89,6 +90,14 @@ func WithEnv(function string, env map[string]string) Option {
 		}
 	}
 }
+
+// WithSSM makes Measure start every function with its secrets in SSM, as
+// in AWS: the channel secret and access token are SecureString parameters
+// on endpoint (moto_server's), named in LINE_CHANNEL_SECRET_PARAM and
+// LINE_CHANNEL_ACCESS_TOKEN_PARAM, and the functions reach the endpoint
+// through a proxy that times each SSM call, so a Row tells the wait on the
+// endpoint from the rest of the INIT.
+func WithSSM(endpoint string) Option { return func(o *options) { o.ssm = endpoint } }
 
 // WithHosts makes Start run the emulator, and so the function, in a private
 // mount namespace whose /etc/hosts is the machine's plus these entries (name

@@ -25,15 +25,34 @@ const (
 
 // Row is one function's cold-start figures.
 type Row struct {
-	Function    string          // folder name under functions/
+	Function    string          // folder name under functions/, or HelloName
 	BinaryBytes int64           // stripped DeployOS/DeployArch bootstrap
 	ZipBytes    int64           // its deployment zip; 0 when not measured (WithoutZip)
 	InitArch    string          // GOOS/GOARCH the INIT was measured on (the host's)
 	Inits       []time.Duration // INIT of each fresh start
+	// Waits is, per start, how long the function waited on the SSM
+	// endpoint for its secrets during the start (WithSSM; 0 without).
+	Waits []time.Duration
 }
 
 // InitMedian is the median of the row's INIT durations (0 if none).
 func (r Row) InitMedian() time.Duration { return Median(r.Inits) }
+
+// WaitMedian is the median of the row's SSM waits (0 if none).
+func (r Row) WaitMedian() time.Duration { return Median(r.Waits) }
+
+// OwnMedian is the median, over the starts, of the INIT less the wait on
+// the SSM endpoint: what the function itself spends starting.
+func (r Row) OwnMedian() time.Duration {
+	own := make([]time.Duration, len(r.Inits))
+	for i, d := range r.Inits {
+		own[i] = d
+		if i < len(r.Waits) {
+			own[i] -= r.Waits[i]
+		}
+	}
+	return Median(own)
+}
 
 // Median returns the median of ds (the mean of the middle two for an even
 // count), or 0 for none. ds is not modified.
@@ -123,9 +142,14 @@ func OfflineEnv(function string) map[string]string {
 // Measure builds every function of the repository at repoRoot for
 // DeployOS/DeployArch (size and zip size), then for the host platform, and
 // starts that build under the emulator WithStarts times (default 5), each a
-// fresh process invoked once with "{}", recording the INIT of each. Options:
-// WithStarts, WithEnv, WithoutZip, WithGo, WithEmulator. The
-// environment is OfflineEnv, then events/env.json's section, then WithEnv.
+// fresh process invoked once with "{}", recording the INIT of each. The
+// hello-world function (HelloPackage) is built by the same recipe and
+// started the same way, in the first row, so each function's INIT can be
+// read as a multiple of the least an aws-lambda-go function costs. The
+// starts are interleaved (one of each function per round), so a slow moment
+// of the machine falls on all of them alike. Options: WithStarts, WithEnv,
+// WithSSM, WithoutZip, WithGo, WithEmulator. The environment is
+// OfflineEnv, then events/env.json's section, then WithSSM's, then WithEnv.
 // Build artefacts go to a temporary directory that is removed afterwards.
 func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error) {
 	o := newOptions(opts)
@@ -145,48 +169,82 @@ func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error
 		return nil, fmt.Errorf("measure: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	var rows []Row
-	for _, fn := range fns {
-		row, err := measure(ctx, repoRoot, fn, filepath.Join(tmp, fn), o, opts)
-		if err != nil {
-			return rows, err
+	var secrets *ssmEndpoint
+	if o.ssm != "" {
+		if secrets, err = startSSM(ctx, o.ssm); err != nil {
+			return nil, err
 		}
-		rows = append(rows, row)
+		defer secrets.close()
+	}
+	targets := make([]target, 0, len(fns)+1)
+	for _, fn := range append([]string{HelloName}, fns...) {
+		t, err := prepare(ctx, repoRoot, fn, filepath.Join(tmp, fn), o, secrets, opts)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+	for range o.starts {
+		for i := range targets {
+			t := &targets[i]
+			secrets.reset()
+			d, err := coldInit(ctx, t.host, t.env, opts)
+			if err != nil {
+				return nil, fmt.Errorf("measure %s: %w", t.row.Function, err)
+			}
+			t.row.Inits = append(t.row.Inits, d)
+			t.row.Waits = append(t.row.Waits, secrets.waited())
+		}
+	}
+	rows := make([]Row, len(targets))
+	for i, t := range targets {
+		rows[i] = t.row
 	}
 	return rows, nil
 }
 
-func measure(ctx context.Context, repoRoot, fn, dir string, o options, opts []Option) (Row, error) {
-	row := Row{Function: fn, InitArch: runtime.GOOS + "/" + runtime.GOARCH}
-	deploy, err := Build(ctx, repoRoot, fn, DeployArch, filepath.Join(dir, DeployArch), opts...)
-	if err != nil {
-		return row, err
+// target is one function being measured: its row, its host build and the
+// environment it starts with.
+type target struct {
+	row  Row
+	host Binary
+	env  map[string]string
+}
+
+func prepare(ctx context.Context, repoRoot, fn, dir string, o options, secrets *ssmEndpoint, opts []Option) (target, error) {
+	t := target{row: Row{Function: fn, InitArch: runtime.GOOS + "/" + runtime.GOARCH}}
+	build := func(arch, out string) (Binary, error) {
+		if fn == HelloName {
+			return BuildPackage(ctx, repoRoot, HelloPackage, arch, out, opts...)
+		}
+		return Build(ctx, repoRoot, fn, arch, out, opts...)
 	}
-	row.BinaryBytes = deploy.Size
+	deploy, err := build(DeployArch, filepath.Join(dir, DeployArch))
+	if err != nil {
+		return t, err
+	}
+	t.row.BinaryBytes = deploy.Size
 	if !o.noZip {
-		if row.ZipBytes, err = Zip(deploy); err != nil {
-			return row, err
+		if t.row.ZipBytes, err = Zip(deploy); err != nil {
+			return t, err
 		}
 	}
-	host, err := Build(ctx, repoRoot, fn, runtime.GOARCH, filepath.Join(dir, "host"), opts...)
-	if err != nil {
-		return row, err
+	if t.host, err = build(runtime.GOARCH, filepath.Join(dir, "host")); err != nil {
+		return t, err
 	}
-	env := OfflineEnv(fn)
-	sample, err := SampleEnv(repoRoot, fn)
-	if err != nil {
-		return row, err
-	}
-	maps.Copy(env, sample)
-	maps.Copy(env, o.env[fn])
-	for range o.starts {
-		d, err := coldInit(ctx, host, env, opts)
+	t.env = OfflineEnv(fn)
+	if fn != HelloName {
+		sample, err := SampleEnv(repoRoot, fn)
 		if err != nil {
-			return row, fmt.Errorf("measure %s: %w", fn, err)
+			return t, err
 		}
-		row.Inits = append(row.Inits, d)
+		maps.Copy(t.env, sample)
 	}
-	return row, nil
+	if secrets != nil {
+		maps.Copy(t.env, secrets.env())
+	}
+	maps.Copy(t.env, o.env[fn])
+	return t, nil
 }
 
 // coldInit starts bin fresh, invokes it once to trigger its INIT and returns
@@ -208,25 +266,39 @@ func coldInit(ctx context.Context, bin Binary, env map[string]string, opts []Opt
 }
 
 // WriteTable prints rows as a markdown table: function, deploy binary and
-// zip size in MiB ("-" when not measured), and the median INIT in ms over the
-// starts measured.
+// zip size in MiB ("-" when not measured), and the medians over the starts
+// of the INIT, of the wait on the SSM endpoint within it, and of the INIT
+// without that wait, the last also as a multiple of the hello-world row's
+// (when there is one).
 func WriteTable(w io.Writer, rows []Row) error {
+	var hello time.Duration
+	for _, r := range rows {
+		if r.Function == HelloName {
+			hello = r.OwnMedian()
+		}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| function | %s/%s binary (MiB) | zip (MiB) | INIT median (ms) | starts | INIT measured on |\n", DeployOS, DeployArch)
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | --- |\n")
+	fmt.Fprintf(&b, "| function | %s/%s binary (MiB) | zip (MiB) | INIT (ms) | SSM wait (ms) | INIT without the wait (ms) | × hello-world | starts | INIT measured on |\n", DeployOS, DeployArch)
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, r := range rows {
 		zipped := "-"
 		if r.ZipBytes > 0 {
 			zipped = fmt.Sprintf("%.2f", mib(r.ZipBytes))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %d | %s |\n", r.Function,
-			mib(r.BinaryBytes), zipped, float64(r.InitMedian())/float64(time.Millisecond), len(r.Inits), r.InitArch)
+		ratio := "-"
+		if hello > 0 {
+			ratio = fmt.Sprintf("%.1f×", float64(r.OwnMedian())/float64(hello))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %.2f | %.2f | %s | %d | %s |\n", r.Function,
+			mib(r.BinaryBytes), zipped, ms(r.InitMedian()), ms(r.WaitMedian()), ms(r.OwnMedian()), ratio, len(r.Inits), r.InitArch)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write cold-start table: %w", err)
 	}
 	return nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 

@@ -218,6 +218,33 @@ func withAcceptance(ctx context.Context, a *acceptance) context.Context {
 	return context.WithValue(ctx, acceptanceKey{}, a)
 }
 
+// holdingChatQueue holds the worker lines of the events a webhook request
+// sends to the chat queue, as acceptingBus does for the bus's: the webhook
+// hands the events to both at once, and a worker can receive one from the
+// queue before the bus has seen it.
+type holdingChatQueue struct {
+	next webhookfn.QueueSender
+	r    *Runtime
+}
+
+func (q holdingChatQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if acc, _ := ctx.Value(acceptanceKey{}).(*acceptance); acc != nil {
+		ids := make([]string, 0, len(in.Entries))
+		for _, e := range in.Entries {
+			if e.MessageBody == nil {
+				continue
+			}
+			if d, err := envelope.DecodeRecord(*e.MessageBody, nil); err == nil {
+				if h := eventHead(d.Event); h.WebhookEventID != "" {
+					ids = append(ids, h.WebhookEventID)
+				}
+			}
+		}
+		acc.hold(q.r.out, ids)
+	}
+	return q.next.SendMessageBatch(ctx, in, opts...)
+}
+
 // acceptingBus tells the runtime about every entry the bus accepted: the
 // event log gets one entry per webhook event from the moment it is safe in
 // the bus, with the trace of the webhook invocation that put it there.

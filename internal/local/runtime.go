@@ -325,6 +325,7 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	}
 	r.res = res
 	r.ports.bus = acceptingBus{next: r.ports.bus, r: r}
+	r.ports.chat = holdingChatQueue{next: r.ports.chat, r: r}
 
 	mux := http.NewServeMux()
 	// The alarm evaluator exists before the functions: the worker's Silence

@@ -1,12 +1,15 @@
 // Package testio is test support for code that writes from several
 // goroutines and serves connections: a buffer safe for concurrent writes (a
-// console, captured logs) and a client that stalls a connection (a
-// slowloris) and reports when the server closed it.
+// console, captured logs), a client that stalls a connection (a slowloris)
+// and reports when the server closed it, and a server that counts the
+// connections a client's bursts need (keep-alive pools).
 package testio
 
 import (
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -61,4 +64,87 @@ func Stall(t testing.TB, addr, payload string, giveUp time.Duration) <-chan Clos
 type Closed struct {
 	After    time.Duration
 	ByServer bool // false: still open when the client gave up
+}
+
+// Dials counts the connections a test server accepts and holds each
+// request until n are in flight at once, so a client's burst of n
+// concurrent requests really needs n connections.
+type Dials struct {
+	URL string
+
+	mu      sync.Mutex
+	dials   int
+	waiting int
+	release chan struct{}
+	n       int
+}
+
+// NewDials starts a test server for bursts of n requests; it is closed
+// when the test ends.
+func NewDials(t testing.TB, n int) *Dials {
+	t.Helper()
+	d := &Dials{n: n, release: make(chan struct{})}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(d.serve))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			d.mu.Lock()
+			d.dials++
+			d.mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	d.URL = srv.URL
+	return d
+}
+
+func (d *Dials) serve(w http.ResponseWriter, _ *http.Request) {
+	d.mu.Lock()
+	d.waiting++
+	if d.waiting == d.n {
+		close(d.release)
+		d.release, d.waiting = make(chan struct{}), 0
+		d.mu.Unlock()
+	} else {
+		ch := d.release
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second): // a client that cannot make n at once
+		}
+	}
+	_, _ = io.WriteString(w, "ok")
+}
+
+// Burst sends n concurrent GETs with c (n as given to NewDials), reads
+// every body, and returns how many new connections the server accepted
+// for them.
+func (d *Dials) Burst(t testing.TB, c *http.Client) int {
+	t.Helper()
+	d.mu.Lock()
+	before := d.dials
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, d.n)
+	for range d.n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(d.URL)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dials - before
 }

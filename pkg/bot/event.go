@@ -116,48 +116,15 @@ type Head struct {
 
 // Peek reads an event's type, webhookEventId and source type.
 func Peek(raw json.RawMessage) (Head, error) {
-	h, err := peek(raw)
-	if err != nil {
-		return Head{}, err
-	}
-	return Head{Type: h.Type, WebhookEventID: h.WebhookEventID, SourceType: SourceType(h.Source.Type)}, nil
-}
-
-func peek(raw json.RawMessage) (head, error) {
-	var h head
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return head{}, fmt.Errorf("%w: %v", ErrEvent, err)
-	}
-	if h.Type == "" {
-		return head{}, fmt.Errorf("%w: no type", ErrEvent)
-	}
-	return h, nil
+	var r Reader
+	r.readRaw(raw)
+	return r.Head()
 }
 
 // Parse decodes a raw LINE event into an Event bound to m (which may be nil).
 func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Messenger) (*Event, error) {
-	h, err := peek(raw)
-	if err != nil {
-		return nil, err
-	}
-	typed, err := webhook.UnmarshalEvent(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrEvent, h.Type, err)
-	}
-	return &Event{
-		Type:           h.Type,
-		WebhookEventID: h.WebhookEventID,
-		Mode:           h.Mode,
-		Redelivery:     h.DeliveryContext.IsRedelivery,
-		Timestamp:      time.UnixMilli(h.Timestamp),
-		ReceivedAt:     receivedAt,
-		Source:         Source{Type: SourceType(h.Source.Type), UserID: h.Source.UserID, GroupID: h.Source.GroupID, RoomID: h.Source.RoomID},
-		ReplyToken:     h.ReplyToken,
-		Destination:    destination,
-		Typed:          typed,
-		Raw:            raw,
-		messenger:      m,
-	}, nil
+	var r Reader
+	return r.Event(raw, destination, receivedAt, m)
 }
 
 // Bind attaches the messenger Reply, Push and ShowLoading use. The worker

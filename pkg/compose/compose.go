@@ -15,19 +15,29 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/keepalive"
+	"github.com/linegate/linegate/pkg/secrets"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
-// ParameterGetter is the one SSM call secrets are fetched with.
+// transport is the process's keep-alive pool for LINE calls, shared by
+// every record (keepalive.Conns idle connections per host).
+var transport = sync.OnceValue(func() *http.Transport { return keepalive.Transport(keepalive.Conns) })
+
+// httpClient is a traced client over the process's pool.
+func httpClient() *http.Client { return telemetry.HTTPClient(&http.Client{Transport: transport()}) }
+
+// ParameterGetter is the one SSM call secrets are fetched with
+// (*secrets.SSM in Lambda).
 type ParameterGetter interface {
-	GetParameters(ctx context.Context, in *ssm.GetParametersInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersOutput, error)
+	GetParameters(ctx context.Context, names []string) (values map[string]string, invalid []string, err error)
 }
 
 // Common is what every function's core gets besides its own ports.
@@ -43,7 +53,7 @@ type Common struct {
 }
 
 // WithDefaults fills what was left unset: slog's default logger, metrics
-// discarded, a traced HTTP client.
+// discarded, a traced HTTP client over the process's keep-alive pool.
 func (c Common) WithDefaults() Common {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -52,7 +62,7 @@ func (c Common) WithDefaults() Common {
 		c.Metrics = telemetry.Discard
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = telemetry.HTTPClient(&http.Client{})
+		c.HTTPClient = httpClient()
 	}
 	return c
 }
@@ -66,14 +76,14 @@ type Observability struct {
 
 // NewObservability builds a function's observability: logs through log,
 // EMF metrics written to metricsOut under namespace with the Function
-// dimension, and a traced HTTP client.
+// dimension, and a traced HTTP client over the process's keep-alive pool.
 func NewObservability(log *slog.Logger, metricsOut io.Writer, namespace, function string) Observability {
 	m := telemetry.NewMetrics(metricsOut, namespace)
 	if function != "" {
 		m.SetDimension("Function", function)
 	}
 	return Observability{
-		Common: Common{Logger: log, Metrics: m, HTTPClient: telemetry.HTTPClient(&http.Client{})},
+		Common: Common{Logger: log, Metrics: m, HTTPClient: httpClient()},
 		EMF:    m,
 	}
 }
@@ -113,7 +123,8 @@ type Env struct {
 func Main[C Config](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (any, error)) {
 	ctx := context.Background()
 	cfg, cfgErr := load(os.Getenv)
-	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx)
+	// The SDK clients share one pool per process too, sized like LINE's.
+	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(keepalive.AWSHTTPClient(keepalive.Conns)))
 	env := Env{AWS: awsCfg, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
 	env.Observability = NewObservability(telemetry.NewLambdaLogger(), os.Stdout, cfg.MetricsNamespace(), env.Function)
 	fail := func(err error) {
@@ -124,7 +135,7 @@ func Main[C Config](name string, load func(config.Getenv) (C, error), build func
 		fail(err)
 	}
 	telemetry.InstrumentAWS(&env.AWS)
-	env.SSM = ssm.NewFromConfig(env.AWS)
+	env.SSM = secrets.NewSSM(env.AWS)
 	h, err := build(ctx, cfg, env)
 	if err != nil {
 		fail(err)

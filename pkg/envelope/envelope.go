@@ -2,7 +2,8 @@
 // Detail every LINE event travels in on the bus, and the EventBridge event a
 // rule target (an SQS queue) receives around it. The webhook writes both
 // (AppendDetail for the bus, Encode for the chat queue it feeds directly) and
-// the worker reads them (Decode), whichever way a record came. It imports no
+// the worker reads them (DecodeRecord, one pass over the record), whichever
+// way a record came. It imports no
 // AWS client, so the worker links no EventBridge SDK to read what the
 // webhook wrote.
 package envelope
@@ -11,9 +12,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/linegate/linegate/pkg/jsonscan"
 )
 
 // Detail is the Detail of every entry the webhook publishes. Its Event holds the
@@ -48,43 +50,13 @@ type Event struct {
 // path rather than retrying forever.
 var ErrMalformed = errors.New("malformed envelope")
 
-// Decode parses an SQS record body into the EventBridge event and the
-// envelope inside it. Every error wraps ErrMalformed.
-func Decode(body []byte) (Event, Detail, error) {
-	var ev Event
-	if err := json.Unmarshal(body, &ev); err != nil {
-		return Event{}, Detail{}, fmt.Errorf("%w: eventbridge event: %v", ErrMalformed, err)
-	}
-	if len(ev.Detail) == 0 || ev.Detail[0] != '{' {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail is not a JSON object", ErrMalformed)
-	}
-	var env Detail
-	if err := json.Unmarshal(ev.Detail, &env); err != nil {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail: %v", ErrMalformed, err)
-	}
-	if len(env.Event) == 0 || env.Event[0] != '{' {
-		return Event{}, Detail{}, fmt.Errorf("%w: detail.event is not a JSON object", ErrMalformed)
-	}
-	return ev, env, nil
-}
-
 // AppendDetail appends the JSON of a Detail to b, written by hand so the
 // event's bytes are copied verbatim:
 // {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}. event must be
 // a JSON object; receivedAt is written in UTC with RFC 3339 nanoseconds.
 func AppendDetail(b []byte, destination, chat string, receivedAt time.Time, event []byte) []byte {
-	b = append(b, `{"destination":`...)
-	b = appendString(b, destination)
-	b = append(b, `,"receivedAt":"`...)
-	b = receivedAt.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if chat != "" {
-		b = append(b, `,"chat":`...)
-		b = appendString(b, chat)
-	}
-	b = append(b, `,"event":`...)
-	b = append(b, event...)
-	return append(b, '}')
+	w := NewWriter(destination, receivedAt, Head{})
+	return w.AppendDetail(b, chat, event)
 }
 
 // Head is the EventBridge event's own fields around a Detail, as Encode
@@ -110,23 +82,134 @@ type Head struct {
 // JSON they can only occur inside strings, so the event means exactly what
 // LINE sent.
 func Encode(h Head, detail []byte) []byte {
-	b := make([]byte, 0, len(detail)+len(h.ID)+len(h.DetailType)+len(h.Source)+160)
-	b = append(b, `{"version":"0","id":`...)
-	b = appendString(b, h.ID)
-	b = append(b, `,"detail-type":`...)
-	b = appendString(b, h.DetailType)
+	w := NewWriter("", h.Time, h)
+	b := make([]byte, 0, w.headLen(h.ID, h.DetailType)+len(detail)+1)
+	b = w.appendHead(b, h.ID, h.DetailType)
+	b = append(b, detail...)
+	return SafeForSQS(append(b, '}'))
+}
+
+// Writer writes the Details and EventBridge events of one webhook body. What
+// every event of a body shares (its destination, the receive time, the
+// source, account and region) is formatted once, and each event's sizes are
+// known before it is written, so a webhook writes all of a body's envelopes
+// into one buffer with one allocation. A Writer is a value (the shared parts
+// live in it, not on the heap): keep it in a variable and use it there.
+type Writer struct {
+	split, end int       // parts()[:split] is the Detail's head, [split:end] the event's tail
+	inline     [256]byte // the parts, when they fit
+	big        []byte    // the parts, when they do not
+}
+
+// parts is {"destination":…,"receivedAt":"…" followed by
+// ,"source":…,"account":…,"time":"…","region":…,"resources":[],"detail":
+func (w *Writer) parts() []byte {
+	if w.big != nil {
+		return w.big
+	}
+	return w.inline[:w.end]
+}
+
+func (w *Writer) detailHead() []byte { return w.parts()[:w.split] }
+func (w *Writer) eventTail() []byte  { return w.parts()[w.split:w.end] }
+
+// NewWriter returns a Writer for the events of one body: destination and
+// receivedAt go in every Detail, h's Source, Account, Region and the time
+// (receivedAt when h.Time is zero) in every EventBridge event; h's ID and
+// DetailType are per event (AppendEvent's arguments).
+func NewWriter(destination string, receivedAt time.Time, h Head) Writer {
+	var w Writer
+	var tmp [len(w.inline)]byte
+	b := tmp[:0]
+	b = append(b, `{"destination":`...)
+	b = appendString(b, destination)
+	b = append(b, `,"receivedAt":"`...)
+	stamp := len(b)
+	b = receivedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	stampEnd := len(b)
+	b = append(b, '"')
+	w.split = len(b)
 	b = append(b, `,"source":`...)
 	b = appendString(b, h.Source)
 	b = append(b, `,"account":`...)
 	b = appendString(b, h.Account)
 	b = append(b, `,"time":"`...)
-	b = h.Time.UTC().Truncate(time.Second).AppendFormat(b, time.RFC3339)
+	at := h.Time
+	if at.IsZero() {
+		at = receivedAt
+	}
+	if y := at.UTC().Year(); at.Equal(receivedAt) && y >= 0 && y <= 9999 && stampEnd-stamp >= len("2006-01-02T15:04:05Z") {
+		// The same instant: its second is the nanosecond stamp's first 19
+		// bytes ("2006-01-02T15:04:05"), then Z.
+		b = append(b, b[stamp:stamp+19]...)
+		b = append(b, 'Z')
+	} else {
+		b = at.UTC().Truncate(time.Second).AppendFormat(b, time.RFC3339)
+	}
 	b = append(b, `","region":`...)
 	b = appendString(b, h.Region)
 	b = append(b, `,"resources":[],"detail":`...)
-	b = append(b, detail...)
-	b = append(b, '}')
-	return escapeNoncharacters(b)
+	w.end = len(b)
+	if len(b) <= len(w.inline) {
+		copy(w.inline[:], b)
+	} else {
+		w.big = bytes.Clone(b)
+	}
+	return w
+}
+
+// DetailLen is the length AppendDetail writes for chat and event.
+func (w *Writer) DetailLen(chat string, event []byte) int {
+	n := w.split + len(`,"event":`) + len(event) + 1
+	if chat != "" {
+		n += len(`,"chat":`) + stringLen(chat)
+	}
+	return n
+}
+
+// AppendDetail appends the JSON of a Detail to b:
+// {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}, the event's
+// bytes copied verbatim (event must be a JSON object).
+func (w *Writer) AppendDetail(b []byte, chat string, event []byte) []byte {
+	b = append(b, w.detailHead()...)
+	if chat != "" {
+		b = append(b, `,"chat":`...)
+		b = appendString(b, chat)
+	}
+	b = append(b, `,"event":`...)
+	b = append(b, event...)
+	return append(b, '}')
+}
+
+// EventLen is the length AppendEvent writes (before SafeForSQS).
+func (w *Writer) EventLen(id, detailType, chat string, event []byte) int {
+	return w.headLen(id, detailType) + w.DetailLen(chat, event) + 1
+}
+
+// AppendEvent appends the EventBridge event whose Detail is AppendDetail's,
+// as Encode writes it (before SafeForSQS), and returns the buffer and the
+// Detail within it: the one Detail serves the bus entry and the chat queue
+// message, written once.
+func (w *Writer) AppendEvent(b []byte, id, detailType, chat string, event []byte) (out, detail []byte) {
+	b = w.appendHead(b, id, detailType)
+	start := len(b)
+	b = w.AppendDetail(b, chat, event)
+	detail = b[start:len(b):len(b)]
+	return append(b, '}'), detail
+}
+
+const eventHead = `{"version":"0","id":`
+
+func (w *Writer) headLen(id, detailType string) int {
+	return len(eventHead) + stringLen(id) + len(`,"detail-type":`) + stringLen(detailType) + w.end - w.split
+}
+
+func (w *Writer) appendHead(b []byte, id, detailType string) []byte {
+	b = append(b, eventHead...)
+	b = appendString(b, id)
+	b = append(b, `,"detail-type":`...)
+	b = appendString(b, detailType)
+	return append(b, w.eventTail()...)
 }
 
 // The UTF-8 of U+FFFE and U+FFFF, and what Encode writes instead.
@@ -135,11 +218,21 @@ var (
 	rawFFFE, rawFFFF = []byte{0xef, 0xbf, 0xbe}, []byte{0xef, 0xbf, 0xbf}
 )
 
-// escapeNoncharacters replaces raw U+FFFE and U+FFFF with JSON escapes; b
-// is returned as is when it has neither.
-func escapeNoncharacters(b []byte) []byte {
-	if !bytes.Contains(b, rawFFFE) && !bytes.Contains(b, rawFFFF) {
-		return b
+// SafeForSQS makes an EventBridge event written by AppendEvent safe for
+// SQS (see Encode): raw U+FFFE and U+FFFF become JSON escapes. b is
+// returned as is when it has neither (the common case: one scan for their
+// lead byte), else a new slice.
+func SafeForSQS(b []byte) []byte {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], rawFFFF[0])
+		if j < 0 {
+			return b
+		}
+		i += j
+		if bytes.HasPrefix(b[i:], rawFFFE) || bytes.HasPrefix(b[i:], rawFFFF) {
+			break
+		}
+		i++
 	}
 	b = bytes.ReplaceAll(b, rawFFFE, escFFFE)
 	return bytes.ReplaceAll(b, rawFFFF, escFFFF)
@@ -149,6 +242,11 @@ func escapeNoncharacters(b []byte) []byte {
 // characters escaped, invalid UTF-8 replaced by U+FFFD (as encoding/json
 // does).
 func appendString(b []byte, s string) []byte {
+	if jsonscan.Verbatim(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -177,3 +275,34 @@ func appendString(b []byte, s string) []byte {
 }
 
 const hex = "0123456789abcdef"
+
+// stringLen is the length appendString writes for s.
+func stringLen(s string) int {
+	if jsonscan.Verbatim(s) {
+		return len(s) + 2
+	}
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -167,4 +168,57 @@ func clean(s string) string {
 		b.WriteRune(r) // an invalid byte ranges as utf8.RuneError, one byte each
 	}
 	return b.String()
+}
+
+// FuzzWriter: the Writer writes, for any strings and any event object,
+// exactly what AppendDetail and Encode write, of exactly the lengths it
+// announces, and the Detail it returns is the one inside the event.
+func FuzzWriter(f *testing.F) {
+	f.Add("01A", "message", "Ubot", "U1", "line.webhook", "us-east-1", []byte(`{"type":"message"}`), int64(1764403200123456789))
+	f.Add("", "", "", "", "", "", []byte(`{}`), int64(0))
+	f.Add("\"\\\x00\xff", "\uFFFE", "\u2028", "C\uFFFF", strings.Repeat("s", 300), "r", []byte("{\"t\":\"\uFFFF\\\"\"}"), int64(-62135596800000000))
+	f.Fuzz(func(t *testing.T, id, typ, dest, chat, source, region string, event []byte, nanos int64) {
+		at := time.Unix(0, nanos)
+		w := NewWriter(dest, at, Head{Source: source, Region: region})
+		detail := w.AppendDetail([]byte("x"), chat, event)[1:]
+		if want := AppendDetail(nil, dest, chat, at, event); string(detail) != string(want) {
+			t.Fatalf("Writer's detail %q, AppendDetail's %q", detail, want)
+		}
+		if n := w.DetailLen(chat, event); n != len(detail) {
+			t.Fatalf("DetailLen %d, wrote %d", n, len(detail))
+		}
+		body, inner := w.AppendEvent(nil, id, typ, chat, event)
+		if n := w.EventLen(id, typ, chat, event); n != len(body) {
+			t.Fatalf("EventLen %d, wrote %d", n, len(body))
+		}
+		if string(inner) != string(detail) || !bytes.Contains(body, inner) {
+			t.Fatalf("the event's detail %q, want %q", inner, detail)
+		}
+		if want := Encode(Head{ID: id, DetailType: typ, Source: source, Region: region, Time: at}, detail); string(SafeForSQS(body)) != string(want) {
+			t.Fatalf("Writer's event %q, Encode's %q", SafeForSQS(body), want)
+		}
+		if got, want := stringLen(chat), len(appendString(nil, chat)); got != want {
+			t.Fatalf("stringLen(%q) = %d, appendString wrote %d", chat, got, want)
+		}
+	})
+}
+
+func TestSafeForSQS(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\uFFFEb", `a\ufffeb`},
+		{"\uFFFF", `\uffff`},
+		{"\uFFFD\uFFFC\xef\xbf", "\uFFFD\uFFFC\xef\xbf"}, // near misses stay
+		{"\xef\xef\xbf\xbf", "\xef\\uffff"},
+	}
+	for _, tt := range tests {
+		in := []byte(tt.in)
+		got := SafeForSQS(in)
+		if string(got) != tt.want {
+			t.Errorf("SafeForSQS(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if tt.in == tt.want && &got[0] != &in[0] {
+			t.Errorf("SafeForSQS(%q) copied a body it did not change", tt.in)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +13,36 @@ import (
 
 	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/eventbus"
+	"github.com/linegate/linegate/pkg/signature"
 )
+
+// The accept-path benchmarks, run side by side and compared with benchstat
+// (README "Benchmarks"):
+//
+//	go test -run '^$' -bench 'Accept|SDKValidateAndSplit|Floor' -benchmem -count 6 ./pkg/ingress/ > accept.txt
+//	benchstat -row /events -col .name accept.txt
+//
+// Every one starts from the same signed body in memory and first reads it
+// (one copy into a buffer of its size, what API Gateway's string body
+// costs the Lambda), then:
+//
+//   - BenchmarkAccept: linegate's whole accept path, Handle: the signature,
+//     the exact-key split with its limits (UTF-8, depth, count), each
+//     event's bus entry and, for chat events, its chat queue message (bus
+//     and queue stubbed).
+//   - BenchmarkSDKValidateAndSplit: the fair baseline, the same work done
+//     the naive way with LINE's SDK: webhook.ValidateSignature, then
+//     json.Unmarshal into the destination and the events as
+//     []json.RawMessage. It checks less than linegate (no exact keys, no
+//     event types, no chats, no limits) and builds nothing.
+//   - BenchmarkFloor: what no accept path can avoid: one HMAC-SHA256 of the
+//     body compared with the signature (signature.Verify with one secret).
+//   - BenchmarkSDKParseRequest: the SDK's webhook.ParseRequest, which
+//     decodes every event fully into typed structs: more work than the
+//     accept path does, kept for comparison only and labelled so.
+
+// benchSizes are the events per body the accept path is measured at.
+var benchSizes = []int{1, 10, 100}
 
 // nopPublisher accepts everything: the benchmark measures the accept path
 // (verify + split + build entries and chat queue messages), not the bus nor
@@ -30,7 +60,7 @@ func (nopQueue) Send(_ context.Context, m []chatqueue.Message) (chatqueue.Result
 	return chatqueue.Result{Queued: len(m)}, nil
 }
 
-// body builds a webhook body of n real text-message events.
+// benchBody builds a webhook body of n real text-message events.
 func benchBody(n int) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"destination":"U0123456789abcdef0123456789abcdef","events":[`)
@@ -44,39 +74,101 @@ func benchBody(n int) []byte {
 	return b.Bytes()
 }
 
-// BenchmarkAccept compares linegate's accept path with line-bot-sdk-go's
-// webhook.ParseRequest on the same signed bodies, in one run:
-//
-//	go test -run '^$' -bench Accept -benchmem ./pkg/ingress/
-func BenchmarkAccept(b *testing.B) {
-	for _, n := range []int{1, 10, 100} {
+// readBody is the read every benchmark starts with: the body copied into a
+// buffer of its size.
+func readBody(body []byte) []byte {
+	b := make([]byte, len(body))
+	copy(b, body)
+	return b
+}
+
+// eachSize runs op as a sub-benchmark events=N for every size, with the
+// body's bytes and allocations reported.
+func eachSize(b *testing.B, op func(b *testing.B, n int, body []byte, sig string)) {
+	for _, n := range benchSizes {
 		body := benchBody(n)
 		sig := sign(body)
-		b.Run(fmt.Sprintf("events=%d/impl=linegate", n), func(b *testing.B) {
-			h := newHandler(b, nopPublisher{}, WithChatQueue(nopQueue{}))
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
-			for b.Loop() {
-				resp, _ := h.Handle(context.Background(), "POST", sig, body)
-				if resp.Status != 200 {
-					b.Fatal(resp.Status)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("events=%d/impl=sdk-ParseRequest", n), func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			req, _ := http.NewRequest("POST", "/webhook", nil)
-			req.Header.Set("x-line-signature", sig)
-			rd := bytes.NewReader(body)
-			for b.Loop() {
-				rd.Reset(body)
-				req.Body = io.NopCloser(rd)
-				cb, err := webhook.ParseRequest(secret, req)
-				if err != nil || len(cb.Events) != n {
-					b.Fatal(err)
-				}
-			}
+			op(b, n, body, sig)
 		})
 	}
+}
+
+// BenchmarkAccept is linegate's accept path (see the top of this file).
+func BenchmarkAccept(b *testing.B) {
+	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
+		h := newHandler(b, nopPublisher{}, WithChatQueue(nopQueue{}))
+		ctx := context.Background()
+		for b.Loop() {
+			resp, _ := h.Handle(ctx, "POST", sig, readBody(body))
+			if resp.Status != 200 {
+				b.Fatal(resp.Status)
+			}
+		}
+	})
+}
+
+// BenchmarkSDKValidateAndSplit is the fair baseline: the SDK's signature
+// check and one json.Unmarshal into raw events.
+func BenchmarkSDKValidateAndSplit(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int, body []byte, sig string) {
+		for b.Loop() {
+			raw := readBody(body)
+			if !webhook.ValidateSignature(secret, sig, raw) {
+				b.Fatal("signature")
+			}
+			var cb struct {
+				Destination string            `json:"destination"`
+				Events      []json.RawMessage `json:"events"`
+			}
+			if err := json.Unmarshal(raw, &cb); err != nil || len(cb.Events) != n {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFloor is the read and one HMAC-SHA256 compared with the
+// signature: the least any accept path does.
+func BenchmarkFloor(b *testing.B) {
+	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
+		v := signature.NewVerifier([]byte(secret))
+		for b.Loop() {
+			if !v.Verify(readBody(body), sig) {
+				b.Fatal("signature")
+			}
+		}
+	})
+}
+
+// BenchmarkSDKParseRequest is the SDK's ParseRequest: a FULL decode of
+// every event into typed structs, more work than the accept path does
+// (kept for comparison; not the fair baseline).
+func BenchmarkSDKParseRequest(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int, body []byte, sig string) {
+		req, _ := http.NewRequest("POST", "/webhook", nil)
+		req.Header.Set("x-line-signature", sig)
+		for b.Loop() {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			cb, err := webhook.ParseRequest(secret, req)
+			if err != nil || len(cb.Events) != n {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkParseBody is the reading of a body alone (no signature, no
+// envelopes): where the accept path's scanning time goes.
+func BenchmarkParseBody(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int, body []byte, _ string) {
+		for b.Loop() {
+			got, err := parseBody(body, DefaultMaxEvents)
+			if err != nil || len(got.events) != n {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -89,12 +89,33 @@ func TestHostileRequests(t *testing.T) {
 	}
 }
 
-func TestDepth(t *testing.T) {
-	for in, want := range map[string]int{
-		`{}`: 1, `[[]]`: 2, `{"a":"[[[[["}`: 1, `{"a":"\"[[["}`: 1, `{"a":"\\"}`: 1, `[{"a":[{"b":[]}]}]`: 5, `"x"`: 0,
-	} {
-		if got := depth([]byte(in)); got != want {
-			t.Errorf("depth(%s) = %d, want %d", in, got, want)
-		}
+// The depth limit counts the nesting of objects and arrays, the body's own
+// object included, and never brackets inside strings.
+func TestParseBodyDepth(t *testing.T) {
+	nest := func(levels int, inner string) string {
+		// events' array and its object are levels 2 and 3.
+		return `{"events":[{"type":"t","x":` + strings.Repeat("[", levels-3) + inner + strings.Repeat("]", levels-3) + `}]}`
+	}
+	tests := []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"at the limit", nest(MaxDepth, ""), true},
+		{"one past it", nest(MaxDepth+1, ""), false},
+		{"brackets in a string", nest(MaxDepth, `"[[[[{{{{"`), true},
+		{"escaped quote then brackets", nest(MaxDepth, `"\"[[[["`), true},
+		{"an object one past it", nest(MaxDepth, `{}`), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseBody([]byte(tt.body), DefaultMaxEvents)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err %v, want ok %v", err, tt.ok)
+			}
+			if !tt.ok && !strings.Contains(err.Error(), "nested more than") {
+				t.Fatalf("err %v does not name the depth", err)
+			}
+		})
 	}
 }

@@ -7,7 +7,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,6 +81,7 @@ type Handler struct {
 	source       string
 	region       string
 	secrets      [][]byte
+	verifier     *signature.Verifier
 	maxBody      int64
 	maxEvents    int
 	botUserID    string
@@ -165,6 +165,7 @@ func New(pub publisher, opts ...Option) (*Handler, error) {
 	if h.maxBody <= 0 {
 		return nil, fmt.Errorf("ingress: body limit must be positive, got %d", h.maxBody)
 	}
+	h.verifier = signature.NewVerifier(h.secrets...)
 	return h, nil
 }
 
@@ -212,7 +213,7 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{413, bodyTooLarge}, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(body))
 	}
-	if !signature.Verify(body, sig, h.secrets...) {
+	if !h.verifier.Verify(body, sig) {
 		h.metrics.Count(MetricSignaturesRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
@@ -269,8 +270,24 @@ func (h *Handler) handOff(ctx context.Context, entries []eventbus.Entry, msgs []
 	return nil
 }
 
+// okBodies are the usual 200 bodies, made once.
+var okBodies = func() [][]byte {
+	out := make([][]byte, 17)
+	for n := range out {
+		out[n] = appendOK(nil, n)
+	}
+	return out
+}()
+
+// okBody is {"accepted":n}; the caller must not modify it.
 func okBody(n int) []byte {
-	b := make([]byte, 0, 24)
+	if n < len(okBodies) {
+		return okBodies[n]
+	}
+	return appendOK(make([]byte, 0, 24), n)
+}
+
+func appendOK(b []byte, n int) []byte {
 	b = append(b, `{"accepted":`...)
 	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '}')
@@ -281,76 +298,55 @@ func okBody(n int) []byte {
 // event whose entry would be over the bus's limit, or whose message over
 // the queue's, fails the whole body with ErrTooLarge (413: LINE would
 // redeliver a 500 forever).
+//
+// Every size is known before anything is written, so all the Details and
+// message bodies go into one buffer; a chat event's Detail is written once,
+// inside its message body, and the bus entry shares it.
 func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time) ([]eventbus.Entry, []chatqueue.Message, error) {
-	trace := h.traceHeader(ctx)
-	entries := make([]eventbus.Entry, len(b.events))
-	var msgs []chatqueue.Message
-	for i, ev := range b.events {
-		detail := envelope.AppendDetail(make([]byte, 0, len(ev.raw)+len(b.destination)+len(ev.chat)+80),
-			b.destination, ev.chat, receivedAt, ev.raw)
-		entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID}
-		if size := entries[i].Size(h.source); size > eventbus.MaxEntryBytes {
-			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, size, eventbus.MaxEntryBytes)
+	w := envelope.NewWriter(b.destination, receivedAt, envelope.Head{Source: h.source, Region: h.region})
+	size, queued := 0, 0
+	for i := range b.events {
+		ev := &b.events[i]
+		detail := w.DetailLen(ev.chat, ev.raw)
+		if n := len(h.source) + len(ev.typ) + detail; n > eventbus.MaxEntryBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
 		}
 		if ev.chat == "" || h.queue == nil {
+			size += detail
 			continue
 		}
-		dedup := chatqueue.DedupID(ev.webhookEventID, ev.raw)
-		m := chatqueue.Message{
-			Body:  envelope.Encode(envelope.Head{ID: dedup, DetailType: ev.typ, Source: h.source, Region: h.region, Time: receivedAt}, detail),
-			Group: chatqueue.GroupID(ev.chat), DedupID: dedup, TraceHeader: trace, EventID: ev.webhookEventID,
+		ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
+		n := w.EventLen(ev.dedup, ev.typ, ev.chat, ev.raw)
+		if n > chatqueue.MaxMessageBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, n, chatqueue.MaxMessageBytes)
 		}
-		if len(m.Body) > chatqueue.MaxMessageBytes {
+		size += n
+		queued++
+	}
+	trace := h.traceHeader(ctx)
+	buf := make([]byte, 0, size)
+	entries := make([]eventbus.Entry, len(b.events))
+	var msgs []chatqueue.Message
+	if queued > 0 {
+		msgs = make([]chatqueue.Message, 0, queued)
+	}
+	for i := range b.events {
+		ev := &b.events[i]
+		start := len(buf)
+		if ev.dedup == "" {
+			buf = w.AppendDetail(buf, ev.chat, ev.raw)
+			entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: buf[start:len(buf):len(buf)], TraceHeader: trace, EventID: ev.webhookEventID}
+			continue
+		}
+		var detail []byte
+		buf, detail = w.AppendEvent(buf, ev.dedup, ev.typ, ev.chat, ev.raw)
+		entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID}
+		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.GroupID(ev.chat),
+			DedupID: ev.dedup, TraceHeader: trace, EventID: ev.webhookEventID}
+		if len(m.Body) > chatqueue.MaxMessageBytes { // escaped noncharacters made it longer
 			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
 		}
 		msgs = append(msgs, m)
 	}
 	return entries, msgs, nil
-}
-
-// depth returns the deepest nesting of objects and arrays in a JSON text,
-// skipping strings. It stops counting once past MaxDepth.
-func depth(b []byte) int {
-	d, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			d++
-			if d > deepest {
-				deepest = d
-				if deepest > MaxDepth {
-					return deepest
-				}
-			}
-		case c == '}' || c == ']':
-			d--
-		}
-	}
-	return deepest
-}
-
-// jsonProblem describes a JSON error without quoting the input.
-func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("malformed JSON at byte %d", syn.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("unexpected JSON %s for %q", typ.Value, typ.Field)
-	default:
-		return "malformed JSON"
-	}
 }

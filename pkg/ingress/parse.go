@@ -1,11 +1,11 @@
 package ingress
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/linegate/linegate/pkg/jsonscan"
 )
 
 // body is what the webhook learns from a signed body: the destination and,
@@ -22,7 +22,21 @@ type event struct {
 	typ            string
 	webhookEventID string
 	chat           string // the group, the room, else the user; "" for none
+	dedup          string // its chat queue message's deduplication ID (handOffs; "" when it has none)
+
+	// The strings above as read, until parser.finish makes them.
+	typText, idText, chatText text
 }
+
+// text is a string value read from the body: decoded at once when it has
+// escapes (s), else only located (off, n), so that parser.finish makes all
+// of a body's strings with one allocation.
+type text struct {
+	s      string
+	off, n int32 // a body is at most a few MiB
+}
+
+func (t text) empty() bool { return t.s == "" && t.n == 0 }
 
 // Keys the webhook and the worker read without the LINE SDK. Their spelling
 // is exact: a key that differs only in case ("EVENTS", "TYPE") is refused,
@@ -30,259 +44,282 @@ type event struct {
 // case-insensitively and read something this parser did not. A repeated key
 // is refused for the same reason: parsers disagree on which one wins.
 var (
-	bodyKeys   = []string{"destination", "events"}
-	eventKeys  = []string{"type", "webhookEventId", "source", "mode", "timestamp", "replyToken", "deliveryContext"}
-	sourceKeys = []string{"type", "userId", "groupId", "roomId"}
+	bodyKeys   = jsonscan.NewKeys("destination", "events")
+	eventKeys  = jsonscan.NewKeys("type", "webhookEventId", "source", "mode", "timestamp", "replyToken", "deliveryContext")
+	sourceKeys = jsonscan.NewKeys("type", "userId", "groupId", "roomId")
+)
+
+// Indexes into bodyKeys, eventKeys and sourceKeys.
+const (
+	keyDestination = 0
+	keyEvents      = 1
+
+	keyType           = 0
+	keyWebhookEventID = 1
+	keySource         = 2
+
+	keyUserID  = 1
+	keyGroupID = 2
+	keyRoomID  = 3
 )
 
 // parseBody is the webhook's whole reading of a signed body, kept in one
 // function so it can be optimised without touching the contract around it.
-// It checks, in order: UTF-8, nesting depth, JSON syntax, a top-level object
+// It reads the body once, front to back (jsonscan), checking as it goes:
+// strict UTF-8, nesting depth (MaxDepth), JSON syntax, a top-level object
 // with exactly-spelled keys and an "events" array of at most maxEvents
 // objects, each with a non-empty string "type" of at most 128 bytes; and it
 // reads each event's webhookEventId and chat. Every error wraps ErrBody and
 // never quotes the input.
 func parseBody(b []byte, maxEvents int) (body, error) {
-	var out body
-	if !utf8.Valid(b) {
-		return out, fmt.Errorf("%w: not valid UTF-8", ErrBody)
-	}
-	if d := depth(b); d > MaxDepth {
-		return out, fmt.Errorf("%w: JSON nested %d levels deep (limit %d)", ErrBody, d, MaxDepth)
-	}
-	if !json.Valid(b) {
-		return out, fmt.Errorf("%w: %v", ErrBody, jsonProblem(json.Unmarshal(b, new(json.RawMessage))))
-	}
-	start := skipSpace(b, 0)
-	if b[start] != '{' {
-		return out, fmt.Errorf("%w: not a JSON object", ErrBody)
-	}
-	var events []byte
-	err := members(b[start:], bodyKeys, func(key string, val []byte) error {
-		switch key {
-		case "destination":
-			s, err := stringValue(val)
-			if err != nil {
-				return fmt.Errorf("\"destination\" %w", err)
-			}
-			out.destination = s
-		case "events":
-			if val[0] != '[' {
-				return errors.New("\"events\" is not an array")
-			}
-			events = val
+	p := parser{b: b, maxEvents: maxEvents, event: -1}
+	p.s.Reset(b, MaxDepth, true)
+	if p.s.Peek() != jsonscan.Object {
+		if p.s.Err() == nil {
+			return body{}, fmt.Errorf("%w: not a JSON object", ErrBody)
 		}
-		return nil
-	})
-	if err != nil {
-		return body{}, fmt.Errorf("%w: %v", ErrBody, err)
+	} else {
+		p.body()
 	}
-	if events == nil {
+	p.s.Finish()
+	if err := p.s.Err(); err != nil {
+		return body{}, fmt.Errorf("%w: %v", ErrBody, describe(err))
+	}
+	if !p.hasEvents {
 		return body{}, fmt.Errorf("%w: no \"events\" array", ErrBody)
 	}
-	err = elements(events, func(i int, raw []byte) error {
-		if i >= maxEvents {
-			return fmt.Errorf("more than %d events", maxEvents)
-		}
-		if raw[0] != '{' {
-			return fmt.Errorf("events[%d] is not an object", i)
-		}
-		ev, err := parseEvent(raw)
-		if err != nil {
-			return fmt.Errorf("events[%d]: %v", i, err)
-		}
-		out.events = append(out.events, ev)
-		return nil
-	})
-	if err != nil {
-		return body{}, fmt.Errorf("%w: %v", ErrBody, err)
-	}
-	return out, nil
+	p.finish()
+	return p.out, nil
 }
 
-// parseEvent reads one event object's type, webhookEventId and chat.
-func parseEvent(raw []byte) (event, error) {
-	ev := event{raw: raw}
-	var group, room, user string
-	err := members(raw, eventKeys, func(key string, val []byte) error {
-		var err error
-		switch key {
-		case "type":
-			ev.typ, err = stringValue(val)
-		case "webhookEventId":
-			ev.webhookEventID, err = stringValue(val)
-		case "source":
-			if val[0] == 'n' {
-				return nil // null: no chat
-			}
-			if val[0] != '{' {
-				return errors.New("\"source\" is not an object")
-			}
-			err = members(val, sourceKeys, func(key string, val []byte) error {
-				var err error
-				switch key {
-				case "userId":
-					user, err = stringValue(val)
-				case "groupId":
-					group, err = stringValue(val)
-				case "roomId":
-					room, err = stringValue(val)
-				}
-				if err != nil {
-					return fmt.Errorf("\"source.%s\" %w", key, err)
-				}
-				return nil
-			})
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("%q %w", key, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return event{}, err
-	}
-	if ev.typ == "" || len(ev.typ) > maxDetailType {
-		return event{}, errors.New("no usable \"type\"")
-	}
-	// The chat a reply goes to: bot.Source.ChatID's rule.
+// describe says what is wrong with a body without quoting it.
+func describe(err error) string {
+	var se *jsonscan.Error
 	switch {
-	case group != "":
-		ev.chat = group
-	case room != "":
-		ev.chat = room
+	case errors.Is(err, jsonscan.ErrUTF8):
+		return "not valid UTF-8"
+	case errors.Is(err, jsonscan.ErrDepth):
+		return fmt.Sprintf("JSON nested more than %d levels deep", MaxDepth)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	}
+	return err.Error()
+}
+
+// parser is one reading of a body; its scanner's first error ends it.
+type parser struct {
+	s         jsonscan.Scanner
+	b         []byte
+	maxEvents int
+	out       body
+	dest      text
+	hasEvents bool
+	event     int // the index of the event being read, -1 outside events
+}
+
+// fail stops the reading with a problem of the body's shape, naming the
+// event it is in (formatted only then: reading allocates nothing for it).
+func (p *parser) fail(format string, args ...any) {
+	err := fmt.Errorf(format, args...)
+	if p.event >= 0 {
+		err = fmt.Errorf("events[%d]: %w", p.event, err)
+	}
+	p.s.Fail(err)
+}
+
+// key reads the next member's key and checks it against known: it returns
+// the key's index in known, -1 for a key not read, and false at the
+// object's end or on an error (a known key in another case, or twice: seen
+// has bit i set for known[i] seen).
+func (p *parser) key(known *jsonscan.Keys, seen *uint32) (int, bool) {
+	i, exact, ok := p.s.Member(known)
+	switch {
+	case !ok:
+		return -1, false
+	case i < 0:
+		return -1, true
+	case !exact:
+		p.fail("key %q is not spelled %q (keys are case-sensitive)", p.s.Last().String(), known.Names()[i])
+		return -1, false
+	case *seen&(1<<i) != 0:
+		p.fail("key %q is given twice", known.Names()[i])
+		return -1, false
+	}
+	*seen |= 1 << i
+	return i, true
+}
+
+// str reads a value that must be a JSON string; null reads as "", as
+// encoding/json reads it.
+func (p *parser) str(what string) text {
+	switch p.s.Peek() {
+	case jsonscan.String:
+		p.s.ReadString()
+		v := p.s.Last()
+		if !v.Plain() {
+			return text{s: v.String()}
+		}
+		return text{off: int32(v.Off), n: int32(len(v.Raw))}
+	case jsonscan.Null:
+		p.s.Skip()
+		return text{}
+	}
+	if p.s.Err() == nil {
+		p.fail("%s is not a string", what)
+	}
+	return text{}
+}
+
+// finish makes the strings of the body read: the ones that needed no
+// decoding are copied from the body into one string, and sliced from it.
+func (p *parser) finish() {
+	n := int(p.dest.n)
+	for i := range p.out.events {
+		ev := &p.out.events[i]
+		n += int(ev.typText.n + ev.idText.n + ev.chatText.n)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	add := func(t text) {
+		if t.n > 0 {
+			all.Write(p.b[t.off : t.off+t.n])
+		}
+	}
+	add(p.dest)
+	for i := range p.out.events {
+		ev := &p.out.events[i]
+		add(ev.typText)
+		add(ev.idText)
+		add(ev.chatText)
+	}
+	strs := all.String()
+	at := 0
+	get := func(t text) string {
+		if t.n == 0 {
+			return t.s
+		}
+		at += int(t.n)
+		return strs[at-int(t.n) : at]
+	}
+	p.out.destination = get(p.dest)
+	for i := range p.out.events {
+		ev := &p.out.events[i]
+		ev.typ, ev.webhookEventID, ev.chat = get(ev.typText), get(ev.idText), get(ev.chatText)
+	}
+}
+
+func (p *parser) body() {
+	var seen uint32
+	p.s.Object()
+	for {
+		i, ok := p.key(bodyKeys, &seen)
+		if !ok {
+			return
+		}
+		switch i {
+		case keyDestination:
+			p.dest = p.str(`"destination"`)
+		case keyEvents:
+			if p.s.Peek() != jsonscan.Array {
+				if p.s.Err() == nil {
+					p.fail(`"events" is not an array`)
+				}
+				return
+			}
+			p.hasEvents = true
+			p.events()
+		default:
+			p.s.Skip()
+		}
+	}
+}
+
+func (p *parser) events() {
+	// A LINE event is a few hundred bytes: room for the usual count at once.
+	p.out.events = make([]event, 0, min(p.maxEvents, len(p.b)/320+1))
+	p.s.Array()
+	for n := 0; p.s.Elem(); n++ {
+		if n >= p.maxEvents {
+			p.fail("more than %d events", p.maxEvents)
+			return
+		}
+		if p.s.Peek() != jsonscan.Object {
+			if p.s.Err() == nil {
+				p.fail("events[%d] is not an object", n)
+			}
+			return
+		}
+		p.event = n
+		start := p.s.Pos()
+		ev := p.readEvent()
+		if p.s.Err() != nil {
+			return
+		}
+		if t := ev.typText; t.empty() || len(t.s)+int(t.n) > maxDetailType {
+			p.fail("no usable \"type\"")
+			return
+		}
+		end := p.s.Pos()
+		ev.raw = p.b[start:end:end]
+		p.out.events = append(p.out.events, ev)
+		p.event = -1
+	}
+}
+
+// event reads one event object: its type, webhookEventId and chat (the
+// group, the room, else the user: bot.Source.ChatID's rule).
+func (p *parser) readEvent() event {
+	var ev event
+	var seen uint32
+	var group, room, user text
+	p.s.Object()
+	for i, ok := p.key(eventKeys, &seen); ok; i, ok = p.key(eventKeys, &seen) {
+		if i == keyType {
+			ev.typText = p.str(`"type"`)
+		} else if i == keyWebhookEventID {
+			ev.idText = p.str(`"webhookEventId"`)
+		} else if i == keySource {
+			group, room, user = p.source()
+		} else {
+			p.s.Skip()
+		}
+	}
+	switch {
+	case !group.empty():
+		ev.chatText = group
+	case !room.empty():
+		ev.chatText = room
 	default:
-		ev.chat = user
+		ev.chatText = user
 	}
-	return ev, nil
+	return ev
 }
 
-// errNotString says a value that must be a JSON string is not one.
-var errNotString = errors.New("is not a string")
-
-// stringValue decodes a JSON string value (val is valid JSON); null reads
-// as "", as encoding/json reads it.
-func stringValue(val []byte) (string, error) {
-	switch val[0] {
-	case 'n':
-		return "", nil
-	case '"':
+// source reads an event's "source": an object (or null, no chat).
+func (p *parser) source() (group, room, user text) {
+	switch p.s.Peek() {
+	case jsonscan.Null:
+		p.s.Skip()
+		return
+	case jsonscan.Object:
 	default:
-		return "", errNotString
+		if p.s.Err() == nil {
+			p.fail(`"source" is not an object`)
+		}
+		return
 	}
-	inner := val[1 : len(val)-1]
-	if !strings.ContainsRune(string(inner), '\\') {
-		return string(inner), nil
+	ids := [...]*text{keyUserID: &user, keyGroupID: &group, keyRoomID: &room}
+	var seen uint32
+	p.s.Object()
+	for i, ok := p.key(sourceKeys, &seen); ok; i, ok = p.key(sourceKeys, &seen) {
+		if i > 0 && i < len(ids) {
+			*ids[i] = p.str(sourceWhat[i])
+		} else {
+			p.s.Skip()
+		}
 	}
-	var s string
-	if err := json.Unmarshal(val, &s); err != nil {
-		return "", errNotString
-	}
-	return s, nil
+	return
 }
 
-// members calls fn with each member of the JSON object obj (valid JSON,
-// starting with '{') whose key is one of known, in order. A key that is
-// one of known in another case, or a known key given twice, is an error.
-func members(obj []byte, known []string, fn func(key string, val []byte) error) error {
-	seen := 0 // bit i: known[i] was seen
-	i := skipSpace(obj, 1)
-	for obj[i] != '}' {
-		kEnd := valueEnd(obj, i)
-		key, err := stringValue(obj[i:kEnd])
-		if err != nil {
-			return err
-		}
-		vStart := skipSpace(obj, skipSpace(obj, kEnd)+1) // past the ':'
-		vEnd := valueEnd(obj, vStart)
-		for k, name := range known {
-			switch {
-			case key == name:
-				if seen&(1<<k) != 0 {
-					return fmt.Errorf("key %q is given twice", name)
-				}
-				seen |= 1 << k
-				if err := fn(name, obj[vStart:vEnd]); err != nil {
-					return err
-				}
-			case strings.EqualFold(key, name):
-				return fmt.Errorf("key %q is not spelled %q (keys are case-sensitive)", key, name)
-			}
-		}
-		i = skipSpace(obj, vEnd)
-		if obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
-	}
-	return nil
-}
-
-// elements calls fn with each element of the JSON array arr (valid JSON,
-// starting with '['), with its index; an error stops the walk.
-func elements(arr []byte, fn func(i int, val []byte) error) error {
-	i := skipSpace(arr, 1)
-	for n := 0; arr[i] != ']'; n++ {
-		end := valueEnd(arr, i)
-		if err := fn(n, arr[i:end]); err != nil {
-			return err
-		}
-		i = skipSpace(arr, end)
-		if arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
-	return nil
-}
-
-// skipSpace returns the index of the first non-whitespace byte at or after i.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value starting at b[i]; b
-// is valid JSON, so only strings and nesting need care.
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		for j := i + 1; ; j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-	case '{', '[':
-		d := 0
-		inString := false
-		for j := i; ; j++ {
-			c := b[j]
-			switch {
-			case inString:
-				if c == '\\' {
-					j++
-				} else if c == '"' {
-					inString = false
-				}
-			case c == '"':
-				inString = true
-			case c == '{' || c == '[':
-				d++
-			case c == '}' || c == ']':
-				if d--; d == 0 {
-					return j + 1
-				}
-			}
-		}
-	default: // a number, true, false or null
-		j := i
-		for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {
-			j++
-		}
-		return j
-	}
-}
+// sourceWhat names the source's IDs in errors.
+var sourceWhat = [...]string{keyUserID: `"source.userId"`, keyGroupID: `"source.groupId"`, keyRoomID: `"source.roomId"`}

@@ -17,12 +17,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/pkg/keepalive"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -96,7 +98,9 @@ type Option func(*Client)
 // WithBaseURL points the client at another Messaging API (linemock, a proxy).
 func WithBaseURL(u string) Option { return func(c *Client) { c.baseURL = u } }
 
-// WithHTTPClient sets the HTTP client (default: 10 s timeout per attempt).
+// WithHTTPClient sets the HTTP client (default: 10 s timeout per attempt,
+// over a keep-alive pool the process's clients share). Pass the process's
+// one client: a Client is made per record, its connections must not be.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.httpClient = hc } }
 
 // WithClock sets the clock used for the reply window and deadline checks.
@@ -203,7 +207,7 @@ func New(token string, opts ...Option) *Client {
 		o(c)
 	}
 	if c.httpClient == nil {
-		c.httpClient = &http.Client{Timeout: DefaultHTTPTimeout}
+		c.httpClient = &http.Client{Timeout: DefaultHTTPTimeout, Transport: defaultTransport()}
 	}
 	// The SDK always sets X-Line-Retry-Key, empty when there is none; LINE
 	// must not see an empty (invalid) key, so it is dropped on the way out.
@@ -400,6 +404,10 @@ func (d dropEmptyRetryKey) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return d.next.RoundTrip(r)
 }
+
+// defaultTransport is the keep-alive pool of clients made without
+// WithHTTPClient, shared by all of them: one client is made per record.
+var defaultTransport = sync.OnceValue(func() *http.Transport { return keepalive.Transport(keepalive.Conns) })
 
 func transportOf(hc *http.Client) http.RoundTripper {
 	if hc.Transport != nil {

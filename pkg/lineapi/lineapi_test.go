@@ -19,6 +19,7 @@ import (
 	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/pkg/keepalive"
 )
 
 const (
@@ -577,4 +578,20 @@ func FuzzNewAPIError(f *testing.F) {
 			t.Fatalf("invalid reply token from status %d message %q", status, e.Message)
 		}
 	})
+}
+
+// Clients made per record without WithHTTPClient share one keep-alive pool.
+func TestClientsWithoutHTTPClientSharePool(t *testing.T) {
+	pool := func(c *Client) *http.Transport {
+		t.Helper()
+		tr, ok := c.httpClient.Transport.(dropEmptyRetryKey).next.(*http.Transport)
+		if !ok {
+			t.Fatalf("transport %T", c.httpClient.Transport)
+		}
+		return tr
+	}
+	a, b := pool(New("t")), pool(New("t"))
+	if a != b || a.MaxIdleConnsPerHost != keepalive.Conns {
+		t.Fatalf("pools %p and %p, %d idle per host; want one shared pool of %d", a, b, a.MaxIdleConnsPerHost, keepalive.Conns)
+	}
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
 	"github.com/linegate/linegate/pkg/config"
 	"github.com/linegate/linegate/pkg/secrets"
 )
 
-// parameterGetter is the one SSM call the key is read with.
+// parameterGetter is the one SSM call secrets are read with (secrets.Resolve
+// makes it).
 type parameterGetter interface {
-	GetParameters(ctx context.Context, in *ssm.GetParametersInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersOutput, error)
+	GetParameters(ctx context.Context, names []string) (values map[string]string, invalid []string, err error)
 }
 
 // FromConfig reads the ChatOps key (CHATOPS_KEY_PARAM names the Secrets

@@ -13,18 +13,20 @@ import (
 	"github.com/linegate/linegate/pkg/config"
 )
 
-// Against moto's SSM: SecureStrings decrypted, plain values passed through,
-// a missing parameter named in the error.
+// Against moto's SSM, with the functions' own client (NewSSM): SecureStrings
+// decrypted, plain values passed through, a missing parameter named in the
+// error.
 func TestResolveAgainstMoto(t *testing.T) {
 	ep := motoserver.Start(t)
 	api := ssm.NewFromConfig(motoserver.Config(ep))
+	client := NewSSM(motoserver.Config(ep))
 	ctx := context.Background()
 	for name, v := range map[string]string{"/linegate/channel-secret": "current", "/linegate/channel-secret-previous": "previous"} {
 		if _, err := api.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(v), Type: types.ParameterTypeSecureString}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := Resolve(ctx, api,
+	got, err := Resolve(ctx, client,
 		config.Secret{Param: "/linegate/channel-secret"},
 		config.Secret{Param: "/linegate/channel-secret-previous"},
 		config.Secret{Value: "plain"},
@@ -35,7 +37,7 @@ func TestResolveAgainstMoto(t *testing.T) {
 	if got[0] != "current" || got[1] != "previous" || got[2] != "plain" || got[3] != "" {
 		t.Fatalf("got %q", got)
 	}
-	_, err = Resolve(ctx, api, config.Secret{Param: "/linegate/nope"})
+	_, err = Resolve(ctx, client, config.Secret{Param: "/linegate/nope"})
 	if !errors.Is(err, ErrMissing) {
 		t.Fatalf("err = %v, want ErrMissing", err)
 	}
@@ -43,8 +45,8 @@ func TestResolveAgainstMoto(t *testing.T) {
 
 type failingSSM struct{}
 
-func (failingSSM) GetParameters(context.Context, *ssm.GetParametersInput, ...func(*ssm.Options)) (*ssm.GetParametersOutput, error) {
-	return nil, errors.New("AccessDeniedException")
+func (failingSSM) GetParameters(context.Context, []string) (map[string]string, []string, error) {
+	return nil, nil, errors.New("AccessDeniedException")
 }
 
 func TestResolveWrapsAPIErrors(t *testing.T) {

@@ -38,6 +38,12 @@ func TestSignAndVerify(t *testing.T) {
 			if got := Verify(tt.body, tt.sig, tt.secrets...); got != tt.want {
 				t.Fatalf("Verify = %v, want %v", got, tt.want)
 			}
+			v := NewVerifier(tt.secrets...)
+			for range 3 { // the kept HMAC state is reset between checks
+				if got := v.Verify(tt.body, tt.sig); got != tt.want {
+					t.Fatalf("Verifier.Verify = %v, want %v", got, tt.want)
+				}
+			}
 		})
 	}
 }
@@ -48,10 +54,14 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte(`{"events":[]}`), "")
 	f.Add([]byte(`{}`), Sign([]byte("s"), []byte(`{}`)))
 	f.Add([]byte(`x`), strings.Repeat("=", 44))
+	v := NewVerifier([]byte("other"), []byte("s"))
 	f.Fuzz(func(t *testing.T, body []byte, sig string) {
 		ok := Verify(body, sig, []byte("s"))
 		if ok != (sig == Sign([]byte("s"), body)) {
 			t.Fatalf("Verify(%q, %q) = %v", body, sig, ok)
+		}
+		if v.Verify(body, sig) != ok {
+			t.Fatalf("Verifier.Verify(%q, %q) = %v, Verify %v", body, sig, !ok, ok)
 		}
 	})
 }
