@@ -184,14 +184,21 @@ func TestRetryAfterPushSucceededSendsNothingNew(t *testing.T) {
 		t.Fatalf("first attempt should fail, got %v", got)
 	}
 	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 2, ev)}})
+	f.checkOneMessage(t, resp, linemock.Call{Path: "/v2/bot/message/push", Status: 409})
+}
+
+// checkOneMessage fails t unless resp fails no record, the user got exactly
+// one message, and LINE answered the call once on the way.
+func (f *fixture) checkOneMessage(t *testing.T, resp events.SQSEventResponse, answered linemock.Call) {
+	t.Helper()
 	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("retry failed: %+v", resp)
+		t.Fatalf("failed records: %+v", resp)
 	}
 	if n := len(f.line.Messages()); n != 1 {
-		t.Fatalf("%d messages, want 1 (the retry's push must be a 409)", n)
+		t.Fatalf("%d messages, want 1 (LINE answering %d to %s once)", n, answered.Status, answered.Path)
 	}
-	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
-		t.Fatalf("calls %v: want one 409", f.line.Calls())
+	if f.line.Calls()[answered] != 1 {
+		t.Fatalf("calls %v: want one %d to %s", f.line.Calls(), answered.Status, answered.Path)
 	}
 }
 
@@ -214,15 +221,7 @@ func TestRateLimitedThenSucceeds(t *testing.T) {
 	f.line.IssueReplyTokenTo("rt-5", "Uuser0001", time.Now())
 	f.line.Inject(linemock.Fault{Path: "/v2/bot/message/reply", Status: 429, Times: 1})
 	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV5", "hi", time.Now(), "rt-5"))}})
-	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("%+v", resp)
-	}
-	if n := len(f.line.Messages()); n != 1 {
-		t.Fatalf("%d messages, want 1", n)
-	}
-	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/reply", Status: 429}] != 1 {
-		t.Fatalf("calls %v", f.line.Calls())
-	}
+	f.checkOneMessage(t, resp, linemock.Call{Path: "/v2/bot/message/reply", Status: 429})
 }
 
 func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
