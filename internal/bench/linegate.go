@@ -205,7 +205,6 @@ func inFlight(rt *local.Runtime, urls []string) int {
 	return n
 }
 
-
 // dlqAlarms names the template's alarms on the depth of a work queue's DLQ.
 func dlqAlarms(rt *local.Runtime, dlqURLs []string) []string {
 	urls := map[string]bool{}
