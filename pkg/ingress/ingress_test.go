@@ -7,13 +7,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/eventbus"
@@ -85,13 +85,10 @@ func newHandler(t testing.TB, pub publisher, opts ...Option) *Handler {
 	return h
 }
 
+// sample is the LINE webhook body kept in testdata/ under name.
 func sample(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return golden.Read(t, filepath.Join("testdata", name))
 }
 
 func sign(body []byte) string { return signature.Sign([]byte(secret), body) }
