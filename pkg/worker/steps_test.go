@@ -15,6 +15,7 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
 	"github.com/linegate/linegate/pkg/envelope"
@@ -479,7 +480,7 @@ func TestReportCrashStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			topic := &fakeTopic{}
+			topic := &testsns.Topic{}
 			failing := &failingTopic{}
 			c := crashReports{pub: topic, topic: "arn:aws:sns:us-east-1:0:ops", function: "WorkerFunction", region: "ap-northeast-1", secrets: []string{secret}}
 			switch {
@@ -497,8 +498,8 @@ func TestReportCrashStep(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("returned %v, want next's %v", err, tt.wantErr)
 			}
-			if topic.count() != tt.wantSent || tt.failing && failing.calls != 1 {
-				t.Fatalf("%d reports published (%d failed attempts), want %d", topic.count(), failing.calls, tt.wantSent)
+			if len(topic.Published()) != tt.wantSent || tt.failing && failing.calls != 1 {
+				t.Fatalf("%d reports published (%d failed attempts), want %d", len(topic.Published()), failing.calls, tt.wantSent)
 			}
 			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
 				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)
@@ -506,7 +507,7 @@ func TestReportCrashStep(t *testing.T) {
 			if tt.wantSent == 0 {
 				return
 			}
-			in := topic.msgs[0]
+			in := topic.Published()[0]
 			if *in.TopicArn != c.topic || *in.Subject != "linegate crash: message" || *in.MessageAttributes[crash.AttributeKind].StringValue != crash.KindCrash {
 				t.Fatalf("published %+v", in)
 			}
@@ -696,7 +697,7 @@ func TestReportCrashMarker(t *testing.T) {
 				}
 			}
 			store := &flakyStore{Store: mem, claimErr: tt.claimErr}
-			topic := &fakeTopic{}
+			topic := &testsns.Topic{}
 			c := crashReports{pub: topic, topic: "arn:aws:sns:us-east-1:0:ops", marks: store, markFor: 24 * time.Hour}
 			if tt.failing {
 				c.pub = &failingTopic{}
@@ -706,8 +707,8 @@ func TestReportCrashMarker(t *testing.T) {
 			if !errors.Is(err, ErrPanic) {
 				t.Fatalf("returned %v; want the record's own error", err)
 			}
-			if topic.count() != tt.wantSent {
-				t.Fatalf("%d reports published; want %d", topic.count(), tt.wantSent)
+			if len(topic.Published()) != tt.wantSent {
+				t.Fatalf("%d reports published; want %d", len(topic.Published()), tt.wantSent)
 			}
 			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
 				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
@@ -36,29 +37,11 @@ type fixture struct {
 	line  *linemock.Server
 	srv   *httptest.Server
 	store *idempotency.Memory
-	ops   *fakeTopic
+	ops   *testsns.Topic
 	proc  *Processor
 	now   time.Time
 	mu    sync.Mutex
 	seen  []Result
-}
-
-type fakeTopic struct {
-	mu   sync.Mutex
-	msgs []*sns.PublishInput
-}
-
-func (f *fakeTopic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.msgs = append(f.msgs, in)
-	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
-}
-
-func (f *fakeTopic) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.msgs)
 }
 
 func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
@@ -71,7 +54,7 @@ func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
 // (f.store is then a memory store no processor uses).
 func newFixtureOn(t *testing.T, router *bot.Router, store idempotency.Store, opts ...Option) *fixture {
 	t.Helper()
-	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &fakeTopic{}}
+	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &testsns.Topic{}}
 	if m, ok := store.(*idempotency.Memory); ok {
 		f.store = m
 	}
@@ -249,10 +232,10 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 	if got := failedIDs(resp); len(got) != 1 || got[0] != "m6" {
 		t.Fatalf("failures %v, want exactly [m6]", got)
 	}
-	if f.ops.count() != 1 {
-		t.Fatalf("%d crash reports, want 1", f.ops.count())
+	if len(f.ops.Published()) != 1 {
+		t.Fatalf("%d crash reports, want 1", len(f.ops.Published()))
 	}
-	in := f.ops.msgs[0]
+	in := f.ops.Published()[0]
 	if in.MessageAttributes[crash.AttributeKind].StringValue == nil || *in.MessageAttributes[crash.AttributeKind].StringValue != crash.KindCrash {
 		t.Fatalf("crash report not marked: %+v", in.MessageAttributes)
 	}
@@ -268,8 +251,8 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 	}
 	// The retry (second receive) panics again but reports nothing new.
 	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m6", 2, boom)}})
-	if len(resp.BatchItemFailures) != 1 || f.ops.count() != 1 {
-		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), f.ops.count())
+	if len(resp.BatchItemFailures) != 1 || len(f.ops.Published()) != 1 {
+		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), len(f.ops.Published()))
 	}
 }
 
