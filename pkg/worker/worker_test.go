@@ -207,15 +207,21 @@ func TestRateLimitedThenSucceeds(t *testing.T) {
 	f.checkOneMessage(t, resp, linemock.Call{Path: "/v2/bot/message/reply", Status: 429})
 }
 
-func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
+// boomRouter is a bot whose text handler panics with value on "boom" and
+// does nothing on any other text.
+func boomRouter(value string) *bot.Router {
 	r := bot.NewRouter()
-	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
 		if text == "boom" {
-			panic("boom with token Bearer abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH")
+			panic(value)
 		}
 		return nil
 	})
-	f := newFixture(t, r)
+	return r
+}
+
+func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
+	f := newFixture(t, boomRouter("boom with token Bearer abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"))
 	var recs []events.SQSMessage
 	for i := range 10 {
 		text := "fine"
@@ -574,15 +580,8 @@ func (f *failingTopic) Publish(context.Context, *sns.PublishInput, ...func(*sns.
 // A crash report that cannot be published is logged; the record still fails
 // alone and the rest of the batch is unaffected.
 func TestCrashReportPublishFailure(t *testing.T) {
-	r := bot.NewRouter()
-	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
-		if text == "boom" {
-			panic("boom")
-		}
-		return nil
-	})
 	topic := &failingTopic{}
-	f := newFixture(t, r, WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
+	f := newFixture(t, boomRouter("boom"), WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
 	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		message("a", 1, textEvent("01CP1", "boom", time.Now(), "")),
 		message("b", 1, textEvent("01CP2", "fine", time.Now(), "")),
