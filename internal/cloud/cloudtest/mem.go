@@ -1,6 +1,7 @@
 package cloudtest
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -23,4 +24,20 @@ func Mem(t *testing.T) (*mem.Cloud, Backend) {
 	c := mem.New(mem.WithClock(clk.Now), mem.WithTimeScale(memScale))
 	t.Cleanup(func() { _ = c.Close() })
 	return c, Backend{SQS: c, EventBridge: c, SNS: c, Sleep: func(d time.Duration) { clk.Advance(d / memScale) }}
+}
+
+// QueueWithDLQ creates the queue dlq, then the queue name whose redrive
+// policy moves a message there after maxReceives receives (attrs are
+// name's other attributes), and returns both URLs: the setup of a test of
+// what acts on dead letters. A failed call fails t.
+func QueueWithDLQ(t *testing.T, c SQS, name, dlq string, maxReceives int, attrs map[string]string) (url, dlqURL string) {
+	t.Helper()
+	b := Backend{SQS: c}
+	d := createQueue(t, b, dlq, nil)
+	attrs = maps.Clone(attrs)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs["RedrivePolicy"] = redrivePolicy(d.arn, maxReceives)
+	return createQueue(t, b, name, attrs).url, d.url
 }
