@@ -13,14 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
-
+	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/lineapi"
 )
 
 // Each step of the pipeline on its own: a record in the state the steps
@@ -394,20 +392,6 @@ func claimed(key string) func(*idempotency.Memory) {
 	return func(s *idempotency.Memory) { _ = s.Claim(context.Background(), key, time.Minute) }
 }
 
-// fakeMessenger records the loading animations it was asked to show.
-type fakeMessenger struct{ loading []string }
-
-func (f *fakeMessenger) Send(context.Context, lineapi.Target, ...messaging_api.MessageInterface) (lineapi.Via, error) {
-	return lineapi.ViaReply, nil
-}
-func (f *fakeMessenger) Push(context.Context, string, string, ...messaging_api.MessageInterface) error {
-	return nil
-}
-func (f *fakeMessenger) ShowLoading(_ context.Context, chatID string, _ int) error {
-	f.loading = append(f.loading, chatID)
-	return nil
-}
-
 func TestParseStep(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -423,10 +407,10 @@ func TestParseStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var made []*fakeMessenger
+			var made []*testmessenger.Messenger
 			var newMessenger func() bot.Messenger
 			if tt.withMessenger {
-				newMessenger = func() bot.Messenger { m := &fakeMessenger{}; made = append(made, m); return m }
+				newMessenger = func() bot.Messenger { m := &testmessenger.Messenger{}; made = append(made, m); return m }
 			}
 			r := decodedRecord(t, "m1", 1, tt.raw)
 			var loadingErr error
@@ -448,7 +432,7 @@ func TestParseStep(t *testing.T) {
 			if !is(loadingErr, tt.wantBound) {
 				t.Fatalf("ShowLoading: %v, want %v", loadingErr, tt.wantBound)
 			}
-			if tt.withMessenger && (len(made) != 1 || len(made[0].loading) != 1 || made[0].loading[0] != "Uuser0001") {
+			if tt.withMessenger && (len(made) != 1 || len(made[0].Loading()) != 1 || made[0].Loading()[0].Chat != "Uuser0001") {
 				t.Fatalf("want one client, used by the event: %+v", made)
 			}
 		})
