@@ -454,6 +454,7 @@ func TestAnnotationConversion(t *testing.T) {
 		want any
 	}{
 		{"s", "s"}, {true, true}, {int64(7), 7}, {uint8(3), uint(3)}, {float32(1.5), 1.5},
+		{int8(-1), -1}, {int16(2), 2}, {int32(3), 3}, {uint16(4), uint(4)}, {uint32(5), uint(5)}, {uint64(6), uint(6)},
 		{time.Second, "1s"}, {errors.New("e"), "e"}, {[]int{1}, "[1]"},
 	}
 	for _, tt := range tests {
