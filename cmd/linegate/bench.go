@@ -12,13 +12,11 @@ import (
 	"github.com/linegate/linegate/internal/bench"
 )
 
-// runBench is `linegate bench`: the same traffic and handler through the
+// benchCommand is `linegate bench`: the same traffic and handler through the
 // synchronous baseline, the in-process background baseline, the
 // durable-direct baseline and linegate. It exits non-zero when a linegate
 // invariant was violated.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func benchCommand(fs *flag.FlagSet) action {
 	events := fs.Int("events", 0, fmt.Sprintf("webhooks to send, one event each (default %d; %d with --chaos)", bench.DefaultEvents, bench.DefaultChaosEvents))
 	conc := fs.Int("concurrency", bench.DefaultConcurrency, "webhooks LINE sends at once")
 	work := fs.Duration("work", 0, fmt.Sprintf("simulated handler work before the reply (default %s; %s with --chaos; 0s for none)", bench.DefaultWork, bench.DefaultChaosWork))
@@ -46,52 +44,51 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
 	state := fs.Bool("state", false, "run linegate with --state in a fresh temporary directory: what durable queues and tables cost")
 	inPlace := fs.Bool("in-place", false, "mix: run the slow handlers as ordinary routes (no bot.Long), the design before long work, for comparison")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
-	}
-	if *mix {
-		return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds, InPlace: *inPlace,
-			SlowWork: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"), TimeScale: *scale, Template: *tmpl}, *asJSON, stdout)
-	}
-	o := bench.Options{
-		Events: *events, Concurrency: *conc, Work: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"),
-		Crash: *crash, Chaos: *chaos, TimeScale: *scale, Only: *only, Redeliveries: *redeliveries, RedeliveryInterval: *interval,
-		Template: *tmpl, Pollers: *pollers, DrainTimeout: *drainTimeout, Seed: *seed,
-	}
-	if *state {
-		dir, err := os.MkdirTemp("", "linegate-bench-state-")
-		if err != nil {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) > 0 {
+			return usageError{fmt.Sprintf("unexpected arguments: %v", args)}
+		}
+		if *mix {
+			return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds, InPlace: *inPlace,
+				SlowWork: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"), TimeScale: *scale, Template: *tmpl}, *asJSON, stdout)
+		}
+		o := bench.Options{
+			Events: *events, Concurrency: *conc, Work: orNone(*work, fs, "work"), BusLatency: orNone(*busLatency, fs, "bus-latency"),
+			Crash: *crash, Chaos: *chaos, TimeScale: *scale, Only: *only, Redeliveries: *redeliveries, RedeliveryInterval: *interval,
+			Template: *tmpl, Pollers: *pollers, DrainTimeout: *drainTimeout, Seed: *seed,
+		}
+		if *state {
+			dir, err := os.MkdirTemp("", "linegate-bench-state-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			o.StateDir = dir
+		}
+		if *chaos {
+			o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate = *putFail, *handlerFail, *poison, *l429, *l500
+			o.WebhookFailRate = *webhookFail
+		}
+		rep, err := bench.Run(ctx, o)
+		if errors.Is(err, bench.ErrOptions) {
+			return usageError{err.Error()}
+		}
+		if err != nil && !errors.Is(err, bench.ErrInvariant) {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		o.StateDir = dir
-	}
-	if *chaos {
-		o.PutFailRate, o.HandlerFailRate, o.PoisonRate, o.Line429Rate, o.Line500Rate = *putFail, *handlerFail, *poison, *l429, *l500
-		o.WebhookFailRate = *webhookFail
-	}
-	rep, err := bench.Run(ctx, o)
-	if errors.Is(err, bench.ErrOptions) {
-		return usageError{err.Error()}
-	}
-	if err != nil && !errors.Is(err, bench.ErrInvariant) {
-		return err
-	}
-	if *asJSON {
-		if werr := rep.WriteJSON(stdout); werr != nil {
+		if *asJSON {
+			if werr := rep.WriteJSON(stdout); werr != nil {
+				return werr
+			}
+		} else if werr := rep.WriteMarkdown(stdout); werr != nil {
 			return werr
 		}
-	} else if werr := rep.WriteMarkdown(stdout); werr != nil {
-		return werr
+		if err != nil {
+			// The report above lists each violation.
+			return fmt.Errorf("%d invariant(s) violated", len(rep.Violations))
+		}
+		return nil
 	}
-	if err != nil {
-		// The report above lists each violation.
-		return fmt.Errorf("%d invariant(s) violated", len(rep.Violations))
-	}
-	return nil
 }
 
 // orNone maps an explicit 0 to "none" (a negative duration, which Options

@@ -27,6 +27,34 @@ import (
 	"github.com/linegate/linegate/pkg/secrets"
 )
 
+// stackFlags are how the commands that call AWS directly (redrive, replay,
+// env-json) name what they act on: a deployed CloudFormation stack whose
+// resources they find by logical id, and an endpoint to call instead of AWS.
+type stackFlags struct {
+	stack    *string
+	endpoint *string
+}
+
+// addStackFlags adds --stack (its usage says what the command reads from
+// the stack) and --endpoint-url to fs.
+func addStackFlags(fs *flag.FlagSet, stackUsage string) stackFlags {
+	return stackFlags{
+		stack:    fs.String("stack", "", stackUsage),
+		endpoint: fs.String("endpoint-url", "", "an AWS-compatible endpoint: linegate local (http://127.0.0.1:3000), moto_server, LocalStack; default: AWS"),
+	}
+}
+
+// open loads the AWS configuration for --endpoint-url and, with --stack,
+// describes the stack (nil without).
+func (f stackFlags) open(ctx context.Context) (aws.Config, *stack.Stack, error) {
+	cfg, err := awsConfig(ctx, *f.endpoint)
+	if err != nil || *f.stack == "" {
+		return cfg, nil, err
+	}
+	st, err := stack.Describe(ctx, cloudformation.NewFromConfig(cfg), *f.stack)
+	return cfg, st, err
+}
+
 // deploymentFlags are how doctor and resend-held name what they act on:
 // a `linegate local` (--endpoint-url) or a deployed stack (--stack).
 type deploymentFlags struct {
@@ -45,12 +73,9 @@ func addDeploymentFlags(fs *flag.FlagSet, timeout time.Duration) deploymentFlags
 	}
 }
 
-// parse parses args and opens the deployment they name, with a context
-// bounded by --timeout (cancel it when done).
-func (f deploymentFlags) parse(ctx context.Context, fs *flag.FlagSet, args []string, usage string) (context.Context, context.CancelFunc, *deployment, error) {
-	if err := fs.Parse(args); err != nil {
-		return ctx, func() {}, nil, usageError{err.Error()}
-	}
+// connect opens the deployment the flags name, with a context bounded by
+// --timeout (cancel it when done).
+func (f deploymentFlags) connect(ctx context.Context, usage string) (context.Context, context.CancelFunc, *deployment, error) {
 	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
 	d, err := f.open(ctx, usage)
 	return ctx, cancel, d, err
@@ -138,56 +163,61 @@ func (d *deployment) channelSecret(ctx context.Context) (string, error) {
 // errChecksFailed makes doctor exit 1 after printing its report.
 var errChecksFailed = errors.New("some checks failed (see the fixes above)")
 
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	ctx, cancel, d, err := addDeploymentFlags(fs, time.Minute).parse(ctx, fs, args, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
-	defer cancel()
-	if err != nil {
-		return err
+// doctorCommand is `linegate doctor`: it checks a deployment and prints a
+// pass/fail report with fixes.
+func doctorCommand(fs *flag.FlagSet) action {
+	df := addDeploymentFlags(fs, time.Minute)
+	return func(ctx context.Context, _ []string, stdout, _ io.Writer) error {
+		ctx, cancel, d, err := df.connect(ctx, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
+		defer cancel()
+		if err != nil {
+			return err
+		}
+		var t doctor.Target
+		if d.local {
+			secret, _ := d.channelSecret(ctx)
+			t = doctor.Local{URL: d.url, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken), Secret: secret}
+		} else {
+			t = doctor.Stack{Info: d.stack, LINE: d.line, Secret: d.channelSecret, SQS: sqs.NewFromConfig(d.aws),
+				Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
+		}
+		rs := doctor.Run(ctx, t)
+		doctor.Print(stdout, t.Describe(), rs)
+		if doctor.Failed(rs) {
+			return errChecksFailed
+		}
+		return nil
 	}
-	var t doctor.Target
-	if d.local {
-		secret, _ := d.channelSecret(ctx)
-		t = doctor.Local{URL: d.url, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken), Secret: secret}
-	} else {
-		t = doctor.Stack{Info: d.stack, LINE: d.line, Secret: d.channelSecret, SQS: sqs.NewFromConfig(d.aws),
-			Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
-	}
-	rs := doctor.Run(ctx, t)
-	doctor.Print(stdout, t.Describe(), rs)
-	if doctor.Failed(rs) {
-		return errChecksFailed
-	}
-	return nil
 }
 
-func runResendHeld(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("resend-held", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// resendHeldCommand is `linegate resend-held`: it sends the results held
+// for LINE's monthly limit.
+func resendHeldCommand(fs *flag.FlagSet) action {
 	df := addDeploymentFlags(fs, 5*time.Minute)
 	queue := fs.String("queue", "linegate-HeldQueue", "the held queue's name (with --endpoint-url; a stack names it in its HeldQueueUrl output)")
 	maxItems := fs.Int("max", 0, "send at most this many held results (0: all)")
-	ctx, cancel, d, err := df.parse(ctx, fs, args, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
-	defer cancel()
-	if err != nil {
-		return err
-	}
-	q := sqs.NewFromConfig(d.aws)
-	var url string
-	if d.local {
-		out, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(*queue)})
+	return func(ctx context.Context, _ []string, stdout, stderr io.Writer) error {
+		ctx, cancel, d, err := df.connect(ctx, "usage: linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]")
+		defer cancel()
 		if err != nil {
-			return fmt.Errorf("find %s: %w", *queue, err)
+			return err
 		}
-		url = aws.ToString(out.QueueUrl)
-	} else if url, err = d.stack.Output("HeldQueueUrl"); err != nil {
+		q := sqs.NewFromConfig(d.aws)
+		var url string
+		if d.local {
+			out, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(*queue)})
+			if err != nil {
+				return fmt.Errorf("find %s: %w", *queue, err)
+			}
+			url = aws.ToString(out.QueueUrl)
+		} else if url, err = d.stack.Output("HeldQueueUrl"); err != nil {
+			return err
+		}
+		rep, err := held.Resend(ctx, q, url, d.line, *maxItems, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		fmt.Fprintf(stdout, "resend-held: %s\n", rep)
+		if errors.Is(err, held.ErrQuotaSpent) {
+			return errors.New("LINE's monthly limit is still reached: raise it in LINE Official Account Manager, then run this again")
+		}
 		return err
 	}
-	rep, err := held.Resend(ctx, q, url, d.line, *maxItems, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	fmt.Fprintf(stdout, "resend-held: %s\n", rep)
-	if errors.Is(err, held.ErrQuotaSpent) {
-		return errors.New("LINE's monthly limit is still reached: raise it in LINE Official Account Manager, then run this again")
-	}
-	return err
 }

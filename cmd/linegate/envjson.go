@@ -9,57 +9,47 @@ import (
 	"os"
 	"sort"
 
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-
 	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/internal/template"
 )
 
-// runEnvJSON writes a `sam local invoke --env-vars` file that points each
+// envJSONCommand is `linegate env-json`: it writes a `sam local invoke --env-vars` file that points each
 // function at a deployed (dev) stack: every variable the template sets with
 // a Ref gets the stack's physical id (a queue URL, topic ARN, bus or table
 // name) or parameter value, and AWS_ENDPOINT_URL is emptied so the SDK calls
 // AWS.
-func runEnvJSON(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("env-json", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	stackName := fs.String("stack", "", "the deployed stack (e.g. linegate-dev)")
+func envJSONCommand(fs *flag.FlagSet) action {
+	sf := addStackFlags(fs, "the deployed stack (e.g. linegate-dev)")
 	tpl := fs.String("template", "template.yaml", "the template the stack was deployed from")
 	out := fs.String("out", "", "write here instead of stdout (e.g. events/env.dev.json)")
-	endpoint := fs.String("endpoint-url", "", "an AWS-compatible endpoint for CloudFormation (moto_server); default: AWS")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if *sf.stack == "" || len(args) != 0 {
+			return usageError{"usage: linegate env-json --stack NAME [--template template.yaml] [--out FILE]"}
+		}
+		data, err := os.ReadFile(*tpl)
+		if err != nil {
+			return err
+		}
+		_, st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		env, err := envForStack(data, st)
+		if err != nil {
+			return err
+		}
+		b, _ := json.MarshalIndent(env, "", "  ")
+		b = append(b, '\n')
+		if *out == "" {
+			_, err = stdout.Write(b)
+			return err
+		}
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s: sam local invoke FUNCTION -e events/… --env-vars %s\n", *out, *out)
+		return nil
 	}
-	if *stackName == "" || fs.NArg() != 0 {
-		return usageError{"usage: linegate env-json --stack NAME [--template template.yaml] [--out FILE]"}
-	}
-	data, err := os.ReadFile(*tpl)
-	if err != nil {
-		return err
-	}
-	cfg, err := awsConfig(ctx, *endpoint)
-	if err != nil {
-		return err
-	}
-	st, err := stack.Describe(ctx, cloudformation.NewFromConfig(cfg), *stackName)
-	if err != nil {
-		return err
-	}
-	env, err := envForStack(data, st)
-	if err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(env, "", "  ")
-	b = append(b, '\n')
-	if *out == "" {
-		_, err = stdout.Write(b)
-		return err
-	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s: sam local invoke FUNCTION -e events/… --env-vars %s\n", *out, *out)
-	return nil
 }
 
 // envForStack maps each function of the template to the values its Ref

@@ -16,9 +16,7 @@ import (
 	"github.com/linegate/linegate/pkg/config"
 )
 
-func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func localCommand(fs *flag.FlagSet) action {
 	addr := fs.String("addr", local.DefaultAddr, "address to serve the webhook, the local LINE API and the inspect endpoints on")
 	tmpl := fs.String("template", "template.yaml", "the SAM template to run")
 	scale := fs.Float64("time-scale", 1, "compress visibility timeouts and alarm periods by this factor (60: a 3-minute timeout takes 3 s)")
@@ -28,46 +26,45 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
 	state := fs.String("state", "", "keep queues, DLQs, the DynamoDB tables and the event log in this directory: they survive a crash and a restart (make local uses .linegate)")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if *scale <= 0 {
-		return usageError{"--time-scale must be positive"}
-	}
-	if _, err := os.Stat(*tmpl); errors.Is(err, iofs.ErrNotExist) {
-		wd, _ := os.Getwd()
-		return fmt.Errorf("%s not found in %s: run linegate local from the repository (where template.yaml is), or pass --template path/to/template.yaml", *tmpl, wd)
-	}
-	if *endpoint != "" && *scale != 1 {
-		fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
-	}
-	if *state != "" && *endpoint != "" {
-		return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
-	}
-	cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
-		AllowRemote: *allowRemote, Token: *token, StateDir: *state}
-	if *verbose {
-		cfg.Logs = stderr
-	}
-	var w *watcher
-	if *watchFlag {
-		w = &watcher{client: &botproc.Client{}}
-		cfg.Bot = w.bot
-	}
-	rt, err := local.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	banner(stdout, rt, *endpoint, *scale, *token != "")
-	if w != nil {
-		if err := w.run(ctx, *tmpl, stdout); err != nil {
-			return fmt.Errorf("--watch: %w", err)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if *scale <= 0 {
+			return usageError{"--time-scale must be positive"}
 		}
+		if _, err := os.Stat(*tmpl); errors.Is(err, iofs.ErrNotExist) {
+			wd, _ := os.Getwd()
+			return fmt.Errorf("%s not found in %s: run linegate local from the repository (where template.yaml is), or pass --template path/to/template.yaml", *tmpl, wd)
+		}
+		if *endpoint != "" && *scale != 1 {
+			fmt.Fprintf(stderr, "note: with --endpoint-url, --time-scale %g compresses alarm periods and batching windows only; the endpoint's queues keep their real visibility timeouts\n", *scale)
+		}
+		if *state != "" && *endpoint != "" {
+			return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
+		}
+		cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
+			AllowRemote: *allowRemote, Token: *token, StateDir: *state}
+		if *verbose {
+			cfg.Logs = stderr
+		}
+		var w *watcher
+		if *watchFlag {
+			w = &watcher{client: &botproc.Client{}}
+			cfg.Bot = w.bot
+		}
+		rt, err := local.Start(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		banner(stdout, rt, *endpoint, *scale, *token != "")
+		if w != nil {
+			if err := w.run(ctx, *tmpl, stdout); err != nil {
+				return fmt.Errorf("--watch: %w", err)
+			}
+		}
+		<-ctx.Done()
+		fmt.Fprintln(stdout, "linegate local: shutting down")
+		return nil
 	}
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "linegate local: shutting down")
-	return nil
 }
 
 // banner is what linegate local prints once it serves: where, what state it

@@ -22,20 +22,29 @@ import (
 	"syscall"
 )
 
-// commands maps a subcommand to its entry point. Each returns an error whose
-// text is printed; exit status 2 is for usage errors.
-var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"local":       runLocal,
-	"send":        runSend,
-	"sign":        runSign,
-	"redrive":     runRedrive,
-	"replay":      runReplay,
-	"env-json":    runEnvJSON,
-	"bench":       runBench,
-	"doctor":      runDoctor,
-	"resend-held": runResendHeld,
+// A command declares its flags on fs and returns the action that runs once
+// they are parsed. run makes every command's flag set the same way (named
+// for the command, printing its usage and errors to stderr) and reports a
+// bad flag as a usage error, so no command repeats that.
+type command func(fs *flag.FlagSet) action
+
+// An action runs a command with the arguments that follow its flags. It
+// returns an error whose text is printed; a usageError exits 2, any other 1.
+type action func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// commands maps a subcommand to its declaration.
+var commands = map[string]command{
+	"local":       localCommand,
+	"send":        sendCommand,
+	"sign":        signCommand,
+	"redrive":     redriveCommand,
+	"replay":      replayCommand,
+	"env-json":    envJSONCommand,
+	"bench":       benchCommand,
+	"doctor":      doctorCommand,
+	"resend-held": resendHeldCommand,
 	// bot-serve is not listed in usage: linegate local --watch runs it.
-	"bot-serve": runBotServe,
+	"bot-serve": botServeCommand,
 }
 
 func main() {
@@ -59,10 +68,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	if err := cmd(ctx, args[1:], stdout, stderr); err != nil {
-		if helpRequested(err) {
-			return 0 // the flag set has printed the command's usage
-		}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	act := cmd(fs)
+	err := fs.Parse(args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag set has printed the command's usage
+	}
+	if err != nil {
+		err = usageError{err.Error()}
+	} else {
+		err = act(ctx, fs.Args(), stdout, stderr)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "linegate %s: %v\n", args[0], err)
 		if _, ok := err.(usageError); ok {
 			return 2
@@ -70,13 +88,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// helpRequested reports whether err is -h or --help given to a command:
-// the commands pass the flag package's error on as a usageError's text.
-func helpRequested(err error) bool {
-	var u usageError
-	return errors.Is(err, flag.ErrHelp) || (errors.As(err, &u) && u.msg == flag.ErrHelp.Error())
 }
 
 // usageError marks bad command-line input (exit 2).

@@ -12,80 +12,71 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/busredrive"
-	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/pkg/redrive"
 )
 
-func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("redrive", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// redriveCommand is `linegate redrive`: it moves a dead-letter queue's
+// messages back to where they came from.
+func redriveCommand(fs *flag.FlagSet) action {
+	sf := addStackFlags(fs, "resolve logical ids (of --queue, --to) through this CloudFormation stack (e.g. linegate)")
 	queue := fs.String("queue", "", "the dead-letter queue: a URL, an ARN, a name, or with --stack a logical id (InteractiveDLQ, RuleTargetDLQ)")
-	stackName := fs.String("stack", "", "resolve logical ids through this CloudFormation stack (e.g. linegate)")
 	kind := fs.String("kind", "auto", "sqs: a redrive-policy DLQ, moved back with StartMessageMoveTask; events: a rule target's DLQ, put back on the bus; auto: events when its messages carry EventBridge's RULE_ARN")
 	bus := fs.String("bus", "", "with --kind events: put the events on this bus instead of the bus of the rule that dead-lettered them")
-	endpoint := fs.String("endpoint-url", "", "an AWS-compatible endpoint: linegate local (http://127.0.0.1:3000), moto_server, LocalStack; default: AWS")
 	rate := fs.Int("rate", 0, "with --kind sqs: messages per second (0: as fast as SQS allows)")
 	to := fs.String("to", "", "with --kind sqs: move into this queue (URL, ARN, name or logical id) instead of the messages' source queue")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the redrive to finish")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if *queue == "" || fs.NArg() != 0 || (*kind != "auto" && *kind != "sqs" && *kind != "events") {
-		return usageError{"usage: linegate redrive --queue URL|ARN|NAME [--stack NAME (then --queue takes a logical id)] [--kind auto|sqs|events] [--endpoint-url URL]"}
-	}
-	cfg, err := awsConfig(ctx, *endpoint)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	refs := []*string{queue, to}
-	if *stackName != "" {
-		st, err := stack.Describe(ctx, cloudformation.NewFromConfig(cfg), *stackName)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if *queue == "" || len(args) != 0 || (*kind != "auto" && *kind != "sqs" && *kind != "events") {
+			return usageError{"usage: linegate redrive --queue URL|ARN|NAME [--stack NAME (then --queue takes a logical id)] [--kind auto|sqs|events] [--endpoint-url URL]"}
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		cfg, st, err := sf.open(ctx)
 		if err != nil {
 			return err
 		}
-		for _, ref := range refs {
-			if *ref == "" || strings.Contains(*ref, ":") {
-				continue // a URL or an ARN
+		if st != nil {
+			for _, ref := range []*string{queue, to} {
+				if *ref == "" || strings.Contains(*ref, ":") {
+					continue // a URL or an ARN
+				}
+				r, err := st.Physical(*ref)
+				if err != nil {
+					return err
+				}
+				*ref = r.PhysicalID
 			}
-			r, err := st.Physical(*ref)
-			if err != nil {
-				return err
-			}
-			*ref = r.PhysicalID
 		}
-	}
-	q := sqs.NewFromConfig(cfg)
-	url, err := redrive.QueueURL(ctx, q, *queue)
-	if err != nil {
-		return err
-	}
-	if *kind == "auto" {
-		*kind = "sqs"
-		if ev, err := busredrive.IsEventsDLQ(ctx, q, url); err != nil {
+		q := sqs.NewFromConfig(cfg)
+		url, err := redrive.QueueURL(ctx, q, *queue)
+		if err != nil {
 			return err
-		} else if ev {
-			*kind = "events"
 		}
+		if *kind == "auto" {
+			*kind = "sqs"
+			if ev, err := busredrive.IsEventsDLQ(ctx, q, url); err != nil {
+				return err
+			} else if ev {
+				*kind = "events"
+			}
+		}
+		if *kind == "events" {
+			res, err := busredrive.Events(ctx, q, eventbridge.NewFromConfig(cfg), url, busredrive.EventsOptions{Bus: *bus})
+			fmt.Fprintf(stdout, "redrive %s: %d event(s) put back on the bus and deleted, %d refused, %d skipped, in %s\n",
+				url, res.Put, res.Failed, res.Skipped, res.Duration.Round(time.Millisecond))
+			return err
+		}
+		res, err := redrive.Run(ctx, q, url, redrive.Options{RatePerSecond: int32(*rate), Destination: *to, Wait: true})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "redrive %s: %s, %d message(s) moved back to their source queue in %s\n", url, res.Status, res.Moved, res.Duration.Round(time.Millisecond))
+		return nil
 	}
-	if *kind == "events" {
-		res, err := busredrive.Events(ctx, q, eventbridge.NewFromConfig(cfg), url, busredrive.EventsOptions{Bus: *bus})
-		fmt.Fprintf(stdout, "redrive %s: %d event(s) put back on the bus and deleted, %d refused, %d skipped, in %s\n",
-			url, res.Put, res.Failed, res.Skipped, res.Duration.Round(time.Millisecond))
-		return err
-	}
-	res, err := redrive.Run(ctx, q, url, redrive.Options{RatePerSecond: int32(*rate), Destination: *to, Wait: true})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "redrive %s: %s, %d message(s) moved back to their source queue in %s\n", url, res.Status, res.Moved, res.Duration.Round(time.Millisecond))
-	return nil
 }
 
 // awsConfig loads the default AWS configuration, or one for an

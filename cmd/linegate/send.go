@@ -17,9 +17,7 @@ import (
 	"github.com/linegate/linegate/pkg/signature"
 )
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func sendCommand(fs *flag.FlagSet) action {
 	url := fs.String("url", "http://127.0.0.1:3000/webhook", "webhook URL")
 	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), "channel secret (default $LINE_CHANNEL_SECRET or linegate local's)")
 	text := fs.String("text", "", "send a text message with this text")
@@ -27,52 +25,51 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	event := fs.String("event", "", "send an event of this type: follow, unfollow or postback")
 	data := fs.String("data", "action=demo", "postback data (with --event postback)")
 	file := fs.String("file", "", "send this webhook body as it is")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	chosen := 0
-	for _, s := range []string{*text, *event, *file} {
-		if s != "" {
-			chosen++
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		chosen := 0
+		for _, s := range []string{*text, *event, *file} {
+			if s != "" {
+				chosen++
+			}
 		}
-	}
-	if chosen != 1 {
-		return usageError{"give exactly one of --text, --event or --file"}
-	}
-	if *file != "" {
-		body, err := os.ReadFile(*file)
-		if err != nil {
+		if chosen != 1 {
+			return usageError{"give exactly one of --text, --event or --file"}
+		}
+		if *file != "" {
+			body, err := os.ReadFile(*file)
+			if err != nil {
+				return err
+			}
+			return postRaw(ctx, *url, *secret, body, stdout)
+		}
+		p := lineplatform.New(*url, []byte(*secret))
+		var ev json.RawMessage
+		switch {
+		case *text != "":
+			ev = p.Text(*user, *text)
+		case *event == "follow":
+			ev = p.Follow(*user)
+		case *event == "unfollow":
+			ev = p.Unfollow(*user)
+		case *event == "postback":
+			ev = p.Postback(*user, *data)
+		default:
+			return usageError{fmt.Sprintf("--event must be follow, unfollow or postback, not %q", *event)}
+		}
+		d, err := p.Deliver(ctx, ev)
+		if len(d.Attempts) == 0 {
 			return err
 		}
-		return postRaw(ctx, *url, *secret, body, stdout)
+		a := d.Attempts[len(d.Attempts)-1]
+		if a.Status == 0 {
+			return noAnswer(*url, errors.New(a.Err))
+		}
+		fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
+		if a.Status/100 != 2 {
+			return refused(a.Status)
+		}
+		return nil
 	}
-	p := lineplatform.New(*url, []byte(*secret))
-	var ev json.RawMessage
-	switch {
-	case *text != "":
-		ev = p.Text(*user, *text)
-	case *event == "follow":
-		ev = p.Follow(*user)
-	case *event == "unfollow":
-		ev = p.Unfollow(*user)
-	case *event == "postback":
-		ev = p.Postback(*user, *data)
-	default:
-		return usageError{fmt.Sprintf("--event must be follow, unfollow or postback, not %q", *event)}
-	}
-	d, err := p.Deliver(ctx, ev)
-	if len(d.Attempts) == 0 {
-		return err
-	}
-	a := d.Attempts[len(d.Attempts)-1]
-	if a.Status == 0 {
-		return noAnswer(*url, errors.New(a.Err))
-	}
-	fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
-	if a.Status/100 != 2 {
-		return refused(a.Status)
-	}
-	return nil
 }
 
 // noAnswer is the error of a send that got no HTTP answer at all.

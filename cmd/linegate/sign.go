@@ -11,20 +11,18 @@ import (
 	"github.com/linegate/linegate/pkg/signature"
 )
 
-func runSign(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// signCommand is `linegate sign`: the x-line-signature of a file's bytes.
+func signCommand(fs *flag.FlagSet) action {
 	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), "channel secret (default $LINE_CHANNEL_SECRET, else linegate local's)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	return func(_ context.Context, args []string, stdout, _ io.Writer) error {
+		if *secret == "" || len(args) != 1 {
+			return usageError{"usage: linegate sign [--secret S] FILE"}
+		}
+		body, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, signature.Sign([]byte(*secret), body))
+		return nil
 	}
-	if *secret == "" || fs.NArg() != 1 {
-		return usageError{"usage: linegate sign [--secret S] FILE"}
-	}
-	body, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, signature.Sign([]byte(*secret), body))
-	return nil
 }

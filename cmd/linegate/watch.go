@@ -73,31 +73,28 @@ func (w *watcher) run(ctx context.Context, template string, out io.Writer) error
 	})
 }
 
-// runBotServe is the hidden `linegate bot-serve`: the bot process of
+// botServeCommand is the hidden `linegate bot-serve`: the bot process of
 // `linegate local --watch`, serving exampleBot on a Unix socket until
 // SIGINT or SIGTERM, then finishing the events it holds.
-func runBotServe(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bot-serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func botServeCommand(fs *flag.FlagSet) action {
 	socket := fs.String("socket", "", "the Unix socket to serve on (linegate local --watch starts this command)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	return func(ctx context.Context, args []string, _, stderr io.Writer) error {
+		if *socket == "" {
+			return usageError{"usage: linegate bot-serve --socket PATH (started by linegate local --watch)"}
+		}
+		ln, err := net.Listen("unix", *socket)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", *socket, err)
+		}
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		cfg := config.Worker{
+			AccessToken: config.Secret{Value: os.Getenv(envBotToken)}, APIBaseURL: os.Getenv(envBotBaseURL),
+			Probes: os.Getenv(envBotProbes) == "true",
+		}
+		newMessenger := func() bot.Messenger {
+			return lineapi.New(cfg.AccessToken.Value, lineapi.WithBaseURL(cfg.APIBaseURL))
+		}
+		return botproc.Serve(ctx, ln, exampleBot(cfg), newMessenger, 30*time.Second)
 	}
-	if *socket == "" {
-		return usageError{"usage: linegate bot-serve --socket PATH (started by linegate local --watch)"}
-	}
-	ln, err := net.Listen("unix", *socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *socket, err)
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg := config.Worker{
-		AccessToken: config.Secret{Value: os.Getenv(envBotToken)}, APIBaseURL: os.Getenv(envBotBaseURL),
-		Probes: os.Getenv(envBotProbes) == "true",
-	}
-	newMessenger := func() bot.Messenger {
-		return lineapi.New(cfg.AccessToken.Value, lineapi.WithBaseURL(cfg.APIBaseURL))
-	}
-	return botproc.Serve(ctx, ln, exampleBot(cfg), newMessenger, 30*time.Second)
 }

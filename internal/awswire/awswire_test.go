@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -21,7 +20,6 @@ import (
 	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/pkg/idempotency"
 	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
 )
@@ -33,9 +31,6 @@ func sdkConfig(url string) aws.Config {
 		Credentials: credentials.NewStaticCredentialsProvider("defaultkey", "defaultsecret", "")}
 }
 
-// scale compresses the in-memory cloud's waits, as in cloudtest's mem run.
-const scale = 1000
-
 // TestConformanceOverTheWire runs the conformance suite the in-memory cloud
 // passes in-process against the same cloud reached through its wire
 // protocols with the real SDK clients: what `sam local invoke` against
@@ -44,14 +39,12 @@ func TestConformanceOverTheWire(t *testing.T) {
 	cloudtest.Run(t, cloudtest.Harness{
 		Name: "mem over awswire",
 		New: func(t *testing.T) cloudtest.Backend {
-			clk := testclock.New(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
-			c := mem.New(mem.WithClock(clk.Now), mem.WithTimeScale(scale))
-			t.Cleanup(func() { _ = c.Close() })
+			c, b := cloudtest.Mem(t)
 			srv := httptest.NewServer(awswire.New(awswire.WithSQS(c), awswire.WithEventBridge(c), awswire.WithSNS(c)))
 			t.Cleanup(srv.Close)
 			clients := cloud.NewAWS(sdkConfig(srv.URL))
-			return cloudtest.Backend{SQS: clients.SQS, EventBridge: clients.EventBridge, SNS: clients.SNS,
-				Sleep: func(d time.Duration) { clk.Advance(d / scale) }}
+			b.SQS, b.EventBridge, b.SNS = clients.SQS, clients.EventBridge, clients.SNS
+			return b
 		},
 	})
 }

@@ -199,6 +199,19 @@ func (p *parser) keyword(w string) bool {
 	return false
 }
 
+// call reports whether the next tokens call a function whose name is one
+// of names: the name, then "(". It reads nothing.
+func (p *parser) call(names map[string]bool) bool {
+	t := p.peek()
+	return t.kind == 'i' && names[t.text] && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == '('
+}
+
+// callPath reads a call's name, "(" and first argument, a path.
+func (p *parser) callPath() (string, error) {
+	p.pos += 2
+	return p.path()
+}
+
 func (p *parser) expect(kind byte) error {
 	if t := p.peek(); t.kind != kind {
 		return fmt.Errorf("Syntax error; token: %q, expected %q", t.text, string(kind))
@@ -251,7 +264,13 @@ func (p *parser) not() (bool, error) {
 	return p.primary()
 }
 
-var conditionFuncs = map[string]bool{"attribute_exists": true, "attribute_not_exists": true, "attribute_type": true, "begins_with": true, "contains": true}
+// The functions of DynamoDB's expressions: conditions, an operand, and a
+// SET value.
+var (
+	conditionFuncs  = map[string]bool{"attribute_exists": true, "attribute_not_exists": true, "attribute_type": true, "begins_with": true, "contains": true}
+	sizeFunc        = map[string]bool{"size": true}
+	ifNotExistsFunc = map[string]bool{"if_not_exists": true}
+)
 
 func (p *parser) primary() (bool, error) {
 	t := p.peek()
@@ -263,7 +282,7 @@ func (p *parser) primary() (bool, error) {
 		}
 		return v, p.expect(')')
 	}
-	if t.kind == 'i' && conditionFuncs[t.text] && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == '(' {
+	if p.call(conditionFuncs) {
 		return p.function(t.text)
 	}
 	left, err := p.operand()
@@ -336,8 +355,7 @@ func (p *parser) primary() (bool, error) {
 }
 
 func (p *parser) function(name string) (bool, error) {
-	p.pos += 2 // name and (
-	path, err := p.path()
+	path, err := p.callPath()
 	if err != nil {
 		return false, err
 	}
@@ -409,9 +427,8 @@ func (p *parser) operand() (av, error) {
 	case t.kind == ':':
 		p.pos++
 		return p.env.value(t.text)
-	case t.kind == 'i' && t.text == "size" && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == '(':
-		p.pos += 2
-		path, err := p.path()
+	case p.call(sizeFunc):
+		path, err := p.callPath()
 		if err != nil {
 			return nil, err
 		}
@@ -541,9 +558,8 @@ func (p *parser) set() error {
 }
 
 func (p *parser) setOperand() (av, error) {
-	if t := p.peek(); t.kind == 'i' && t.text == "if_not_exists" && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == '(' {
-		p.pos += 2
-		path, err := p.path()
+	if p.call(ifNotExistsFunc) {
+		path, err := p.callPath()
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,27 @@ func mustItem(t testing.TB, s string) item {
 	return it
 }
 
+// testEnv is a request's expression names (#id, #st, #exp) and values, the
+// values in DynamoDB JSON.
+func testEnv(t testing.TB, values string) *exprEnv {
+	t.Helper()
+	var v map[string]av
+	if err := json.Unmarshal([]byte(values), &v); err != nil {
+		t.Fatal(err)
+	}
+	return &exprEnv{names: map[string]string{"#id": "id", "#st": "status", "#exp": "expiresAt"}, values: v, used: map[string]bool{}}
+}
+
+// failsAsWanted reports whether the case wants an error (want is not ""),
+// failing t unless err mentions want.
+func failsAsWanted(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+		t.Fatalf("err = %v, want one mentioning %q", err, want)
+	}
+	return want != ""
+}
+
 // TestConditions pins DynamoDB's documented semantics of the condition
 // expressions on one item.
 func TestConditions(t *testing.T) {
@@ -52,14 +73,8 @@ func TestConditions(t *testing.T) {
 		{expr: "#st ~ :ip", err: "unexpected character"},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
-			var v map[string]av
-			_ = json.Unmarshal([]byte(values), &v)
-			env := &exprEnv{names: map[string]string{"#id": "id", "#st": "status", "#exp": "expiresAt"}, values: v, used: map[string]bool{}}
-			got, err := evalCondition(tc.expr, env, mustItem(t, it))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tc.err)
-				}
+			got, err := evalCondition(tc.expr, testEnv(t, values), mustItem(t, it))
+			if failsAsWanted(t, err, tc.err) {
 				return
 			}
 			if err != nil || got != tc.want {
@@ -85,15 +100,9 @@ func TestUpdates(t *testing.T) {
 		{expr: "SET #st = #st + :one", err: "incorrect data type"},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
-			var v map[string]av
-			_ = json.Unmarshal([]byte(`{":done":{"S":"completed"},":exp":{"N":"500"},":one":{"N":"1"}}`), &v)
-			env := &exprEnv{names: map[string]string{"#st": "status", "#exp": "expiresAt"}, values: v, used: map[string]bool{}}
 			it := mustItem(t, `{"id":{"S":"ev1"},"status":{"S":"in-progress"},"expiresAt":{"N":"100"},"n":{"N":"1"}}`)
-			err := applyUpdate(tc.expr, env, it)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tc.err)
-				}
+			err := applyUpdate(tc.expr, testEnv(t, `{":done":{"S":"completed"},":exp":{"N":"500"},":one":{"N":"1"}}`), it)
+			if failsAsWanted(t, err, tc.err) {
 				return
 			}
 			if err != nil {
@@ -117,9 +126,7 @@ func FuzzExpressions(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, expr string) {
-		var v map[string]av
-		_ = json.Unmarshal([]byte(`{":now":{"N":"5"},":done":{"S":"x"},":inprogress":{"S":"y"},":exp":{"N":"7"}}`), &v)
-		env := &exprEnv{names: map[string]string{"#id": "id", "#st": "status", "#exp": "expiresAt"}, values: v, used: map[string]bool{}}
+		env := testEnv(t, `{":now":{"N":"5"},":done":{"S":"x"},":inprogress":{"S":"y"},":exp":{"N":"7"}}`)
 		it := item{"id": av{"S": json.RawMessage(`"k"`)}, "status": av{"S": json.RawMessage(`"y"`)}, "expiresAt": av{"N": json.RawMessage(`"3"`)}}
 		_, _ = evalCondition(expr, env, it)
 		_ = applyUpdate(expr, env, it)

@@ -19,6 +19,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,15 +139,12 @@ type Options struct {
 
 // Normalize applies the defaults and validates. The error wraps ErrOptions.
 func (o Options) Normalize() (Options, error) {
-	if o.Events == 0 {
-		o.Events = DefaultEvents
-		if o.Chaos {
-			o.Events = DefaultChaosEvents
-		}
+	events, redeliveries := DefaultEvents, DefaultRedeliveries
+	if o.Chaos {
+		events, redeliveries = DefaultChaosEvents, DefaultChaosRedeliveries
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
-	}
+	o.Events = cmp.Or(o.Events, events)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
 	switch {
 	case o.Work == 0 && o.Chaos:
 		o.Work = DefaultChaosWork
@@ -156,27 +154,12 @@ func (o Options) Normalize() (Options, error) {
 		o.Work = 0
 	}
 	o.BusLatency = busLatency(o.BusLatency)
-	if o.TimeScale == 0 {
-		o.TimeScale = DefaultTimeScale
-	}
-	if o.Redeliveries == 0 {
-		o.Redeliveries = DefaultRedeliveries
-		if o.Chaos {
-			o.Redeliveries = DefaultChaosRedeliveries
-		}
-	}
-	if o.RedeliveryInterval == 0 {
-		o.RedeliveryInterval = DefaultRedeliveryInterval
-	}
-	if o.LineTimeout == 0 {
-		o.LineTimeout = lineplatform.DefaultTimeout
-	}
-	if o.Template == "" {
-		o.Template = DefaultTemplate
-	}
-	if o.RecordConcurrency == 0 {
-		o.RecordConcurrency = DefaultRecordConcurrency
-	}
+	o.TimeScale = cmp.Or(o.TimeScale, DefaultTimeScale)
+	o.Redeliveries = cmp.Or(o.Redeliveries, redeliveries)
+	o.RedeliveryInterval = cmp.Or(o.RedeliveryInterval, DefaultRedeliveryInterval)
+	o.LineTimeout = cmp.Or(o.LineTimeout, lineplatform.DefaultTimeout)
+	o.Template = cmp.Or(o.Template, DefaultTemplate)
+	o.RecordConcurrency = cmp.Or(o.RecordConcurrency, DefaultRecordConcurrency)
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64() | 1
 	}

@@ -122,7 +122,7 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 			rt.CrashWorkers()
 			return n
 		},
-		idle: func() bool { return queued(rt, work) == 0 },
+		idle: func() bool { return messagesIn(rt, work) == 0 },
 	}
 	tr := drive(ctx, t, p, o, client)
 
@@ -139,7 +139,7 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 			return true
 		}
 		fired, notified := watch.result(rt.LINE())
-		return dlqVisible(rt, dlqs) == poison && len(fired) > 0 && len(notified) > 0
+		return messagesIn(rt, dlqs) == poison && len(fired) > 0 && len(notified) > 0
 	})
 	stopWatch()
 	wg.Wait()
@@ -187,7 +187,8 @@ func workQueues(rt *local.Runtime) (work, dlqs []string) {
 	return work, dlqs
 }
 
-func queued(rt *local.Runtime, urls []string) int {
+// messagesIn counts the messages the queues hold: visible, in flight or delayed.
+func messagesIn(rt *local.Runtime, urls []string) int {
 	n := 0
 	for _, u := range urls {
 		s := rt.Cloud().QueueStats(u)
@@ -200,15 +201,6 @@ func inFlight(rt *local.Runtime, urls []string) int {
 	n := 0
 	for _, u := range urls {
 		n += rt.Cloud().QueueStats(u).InFlight
-	}
-	return n
-}
-
-func dlqVisible(rt *local.Runtime, urls []string) int {
-	n := 0
-	for _, u := range urls {
-		s := rt.Cloud().QueueStats(u)
-		n += s.Visible + s.InFlight + s.Delayed
 	}
 	return n
 }
@@ -432,7 +424,7 @@ func account(rt *local.Runtime, p plan, tr traffic, recs []linemock.Record, dlqs
 			dead[e.WebhookEventID] = true
 		}
 	}
-	a := Accounting{DLQVisible: dlqVisible(rt, dlqs)}
+	a := Accounting{DLQVisible: messagesIn(rt, dlqs)}
 	for i, k := range p.kinds {
 		id := ""
 		if ids := tr.deliveries[i].WebhookEventIDs; len(ids) > 0 {

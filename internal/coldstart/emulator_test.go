@@ -332,72 +332,65 @@ func TestEveryEventUnderSAMsEnvironment(t *testing.T) {
 		t.FailNow()
 	}
 
-	t.Run("webhook", func(t *testing.T) {
-		bin := hostBinary(t, "webhook")
-		env := samEnv(t, "webhook")
-		for _, name := range files["webhook"] {
+	eachSample(t, "webhook", files["webhook"], func(t *testing.T, name string, rt *local.Runtime, published func() int, out []byte) {
+		w := want[name]
+		var resp events.APIGatewayProxyResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("not a proxy response: %v: %s", err, out)
+		}
+		if resp.StatusCode != w.Status {
+			t.Fatalf("statusCode %d, want %d (body %s)", resp.StatusCode, w.Status, resp.Body)
+		}
+		got := 0
+		eventually(t, fmt.Sprintf("%d event(s) on linegate local's bus", w.Published), func() (bool, string) {
+			got += published()
+			return got == w.Published, fmt.Sprint(got)
+		})
+		if w.Published == 0 {
+			return
+		}
+		eventually(t, "the sample's events in /_local/events", func() (bool, string) {
+			var evs []struct{ WebhookEventID, Outcome string }
+			getJSON(t, rt, "/_local/events", &evs)
+			return len(evs) > 0 && evs[0].Outcome != "", fmt.Sprint(evs)
+		})
+	})
+	eachSample(t, "worker", files["worker"], func(t *testing.T, name string, rt *local.Runtime, _ func() int, out []byte) {
+		w := want[name]
+		checkFailures(t, out, w.Failures)
+		if n := len(rt.LINE().Messages()); n != w.Messages {
+			t.Errorf("%d messages sent to linegate local's LINE API, want %d", n, w.Messages)
+		}
+	})
+	eachSample(t, "notifier", files["notifier"], func(t *testing.T, name string, rt *local.Runtime, _ func() int, out []byte) {
+		w := want[name]
+		checkFailures(t, out, w.Failures)
+		var msgs []struct{ To, Via string }
+		getJSON(t, rt, "/_local/line/messages", &msgs)
+		pushes := 0
+		for _, m := range msgs {
+			if m.Via == string(linemock.ViaPush) && m.To == local.DefaultOperator {
+				pushes++
+			}
+		}
+		if pushes != w.Messages || pushes == 0 {
+			t.Errorf("%d cards pushed to the operator in /_local/line/messages, want %d (and at least one): %v", pushes, w.Messages, msgs)
+		}
+	})
+}
+
+// eachSample invokes function fn (its host binary, with the environment sam
+// local gives it) on each of its sample events against a fresh linegate
+// local, a subtest of t per sample, and hands check the answer; published
+// counts the events the local bus has taken since it last asked.
+func eachSample(t *testing.T, fn string, names []string, check func(t *testing.T, name string, rt *local.Runtime, published func() int, out []byte)) {
+	t.Run(fn, func(t *testing.T) {
+		bin := hostBinary(t, fn)
+		env := samEnv(t, fn)
+		for _, name := range names {
 			t.Run(name, func(t *testing.T) {
-				w := want[name]
 				rt, published := startLocal(t)
-				out := run(t, bin, env, name)
-				var resp events.APIGatewayProxyResponse
-				if err := json.Unmarshal(out, &resp); err != nil {
-					t.Fatalf("not a proxy response: %v: %s", err, out)
-				}
-				if resp.StatusCode != w.Status {
-					t.Fatalf("statusCode %d, want %d (body %s)", resp.StatusCode, w.Status, resp.Body)
-				}
-				got := 0
-				eventually(t, fmt.Sprintf("%d event(s) on linegate local's bus", w.Published), func() (bool, string) {
-					got += published()
-					return got == w.Published, fmt.Sprint(got)
-				})
-				if w.Published == 0 {
-					return
-				}
-				eventually(t, "the sample's events in /_local/events", func() (bool, string) {
-					var evs []struct{ WebhookEventID, Outcome string }
-					getJSON(t, rt, "/_local/events", &evs)
-					return len(evs) > 0 && evs[0].Outcome != "", fmt.Sprint(evs)
-				})
-			})
-		}
-	})
-
-	t.Run("worker", func(t *testing.T) {
-		bin := hostBinary(t, "worker")
-		env := samEnv(t, "worker")
-		for _, name := range files["worker"] {
-			t.Run(name, func(t *testing.T) {
-				w := want[name]
-				rt, _ := startLocal(t)
-				checkFailures(t, run(t, bin, env, name), w.Failures)
-				if n := len(rt.LINE().Messages()); n != w.Messages {
-					t.Errorf("%d messages sent to linegate local's LINE API, want %d", n, w.Messages)
-				}
-			})
-		}
-	})
-
-	t.Run("notifier", func(t *testing.T) {
-		bin := hostBinary(t, "notifier")
-		env := samEnv(t, "notifier")
-		for _, name := range files["notifier"] {
-			t.Run(name, func(t *testing.T) {
-				w := want[name]
-				rt, _ := startLocal(t)
-				checkFailures(t, run(t, bin, env, name), w.Failures)
-				var msgs []struct{ To, Via string }
-				getJSON(t, rt, "/_local/line/messages", &msgs)
-				pushes := 0
-				for _, m := range msgs {
-					if m.Via == string(linemock.ViaPush) && m.To == local.DefaultOperator {
-						pushes++
-					}
-				}
-				if pushes != w.Messages || pushes == 0 {
-					t.Errorf("%d cards pushed to the operator in /_local/line/messages, want %d (and at least one): %v", pushes, w.Messages, msgs)
-				}
+				check(t, name, rt, published, run(t, bin, env, name))
 			})
 		}
 	})

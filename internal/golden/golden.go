@@ -1,7 +1,8 @@
 // Package golden is the one golden-file check of linegate's tests: it
 // compares a test's output with a file kept under the package's testdata/,
 // and rewrites that file when the test binary runs with -update, so a
-// reviewed change of output is one command.
+// reviewed change of output is one command. Read loads a test's input kept
+// there beside them.
 //
 // Importing it registers the -update flag; a test package that imports it
 // must not declare its own.
@@ -38,4 +39,16 @@ func Check(t testing.TB, path string, got []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (go test -update rewrites it after review)\n got: %s\nwant: %s", path, got, want)
 	}
+}
+
+// Read returns the file at path (relative to the test's package directory,
+// usually under testdata/): an input a test keeps beside its golden files.
+// A file that cannot be read fails t.
+func Read(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

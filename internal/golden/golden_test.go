@@ -57,3 +57,25 @@ func TestCheck(t *testing.T) {
 		t.Errorf("golden file = %q, %v; want the updated output", b, err)
 	}
 }
+
+func TestRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(path, []byte(`{"a":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := Read(t, path); string(got) != `{"a":1}` {
+		t.Errorf("Read = %q, want the file's bytes", got)
+	}
+	r := &recorder{TB: t}
+	func() {
+		defer func() {
+			if p := recover(); p != nil && p != r {
+				panic(p)
+			}
+		}()
+		Read(r, path+".missing")
+	}()
+	if !r.fatal {
+		t.Error("Read of a missing file did not fail the test")
+	}
+}

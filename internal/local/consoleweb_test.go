@@ -158,13 +158,7 @@ func TestConsoleRedriveAndReplay(t *testing.T) {
 		t.Fatalf("replay: %d %+v, want the replay rule's target", st, rp)
 	}
 	waitEvent(t, rt, 10*time.Second, good, "the replay received as a duplicate", func(e eventView) bool { return e.Duplicates == 1 && e.Outcome == "ok" })
-	n := 0
-	for _, m := range messages(t, rt) {
-		if m.To == user && strings.Contains(string(m.Messages[0]), "replay me") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := len(sentMatching(t, rt, user, "", "replay me")); n != 1 {
 		t.Fatalf("%d replies to the replayed event, want 1", n)
 	}
 	if st := consolePost(t, rt, "/_local/replay", map[string]string{"webhookEventId": "unknown"}, nil); st != 404 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,15 +176,23 @@ func messages(t *testing.T, rt *Runtime) []sentMessage {
 	return out
 }
 
-func findMessage(t *testing.T, rt *Runtime, to, via, contains string) (sentMessage, bool) {
+// sentMatching is the sends to `to` (by via, unless "") that hold a message
+// containing contains, in the order the local LINE API took them.
+func sentMatching(t *testing.T, rt *Runtime, to, via, contains string) []sentMessage {
+	var out []sentMessage
 	for _, m := range messages(t, rt) {
-		if m.To == to && (via == "" || m.Via == via) {
-			for _, raw := range m.Messages {
-				if strings.Contains(string(raw), contains) {
-					return m, true
-				}
-			}
+		if m.To == to && (via == "" || m.Via == via) && slices.ContainsFunc(m.Messages, func(raw json.RawMessage) bool {
+			return strings.Contains(string(raw), contains)
+		}) {
+			out = append(out, m)
 		}
+	}
+	return out
+}
+
+func findMessage(t *testing.T, rt *Runtime, to, via, contains string) (sentMessage, bool) {
+	if ms := sentMatching(t, rt, to, via, contains); len(ms) > 0 {
+		return ms[0], true
 	}
 	return sentMessage{}, false
 }

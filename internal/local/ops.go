@@ -18,6 +18,7 @@ import (
 	"github.com/linegate/linegate/pkg/compose/quotafn"
 	"github.com/linegate/linegate/pkg/compose/workerfn"
 	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/pkg/quota"
 	"github.com/linegate/linegate/pkg/signature"
 )
 
@@ -120,13 +121,11 @@ func (r *Runtime) startScheduled(ctx, rctx context.Context, f template.Function,
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	run := func(ctx context.Context) {
-		ctx, seg := r.startInvocation(ctx, f.Name)
-		ctx, cancel := context.WithTimeout(ctx, f.Timeout)
-		defer cancel()
-		st, err := g.Run(ctx)
-		seg.End(err)
-		_ = m.Flush()
-		r.counters.invoked(f.Name, err)
+		var st quota.Status
+		err := r.invoke(ctx, f, m, func(ctx context.Context) (err error) {
+			st, err = g.Run(ctx)
+			return err
+		})
 		switch {
 		case err != nil:
 			r.out.line("quota     check failed: %v", err)

@@ -529,15 +529,11 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
-	run := &workerRun{}
-	for _, sm := range f.SQSEvents {
-		q, ok := r.queue(sm.Queue)
-		if !ok {
-			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
-		}
-		run.sources = append(run.sources, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
-			arn: r.res.queueARN[q.LogicalID], handle: p.Handle, metrics: m})
+	sources, err := r.sqsSources(f, p.Handle, m, false)
+	if err != nil {
+		return err
 	}
+	run := &workerRun{sources: sources}
 	r.workersMu.Lock()
 	r.workers = append(r.workers, run)
 	r.workersMu.Unlock()
@@ -623,34 +619,23 @@ func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, 
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
-	run := &workerRun{}
-	for _, sm := range f.SQSEvents {
-		q, ok := r.queue(sm.Queue)
-		if !ok {
-			return fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
-		}
-		handle := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-			resp, err := n.HandleQueue(ctx, ev)
-			r.out.notifiedBatch(len(ev.Records), len(resp.BatchItemFailures), cfg.Operators)
-			return resp, err
-		}
-		run.sources = append(run.sources, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q,
-			url: r.res.queueURL[q.LogicalID], arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: m, alerts: true})
+	handle := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := n.HandleQueue(ctx, ev)
+		r.out.notifiedBatch(len(ev.Records), len(resp.BatchItemFailures), cfg.Operators)
+		return resp, err
 	}
-	run.start(rctx, &r.wg)
+	sources, err := r.sqsSources(f, handle, m, true)
+	if err != nil {
+		return err
+	}
+	(&workerRun{sources: sources}).start(rctx, &r.wg)
 	for _, s := range f.SNSEvents {
 		arn, ok := r.res.topicARN[s.Topic]
 		if !ok {
 			return fmt.Errorf("%s: event %s: topic %s is not in the template", f.LogicalID, s.Name, s.Topic)
 		}
 		invoke := func(ctx context.Context, ev events.SNSEvent) error {
-			ctx, seg := r.startInvocation(ctx, f.Name)
-			ctx, cancel := context.WithTimeout(ctx, f.Timeout)
-			defer cancel()
-			err := n.Handle(ctx, ev)
-			seg.End(err)
-			_ = m.Flush()
-			r.counters.invoked(f.Name, err)
+			err := r.invoke(ctx, f, m, func(ctx context.Context) error { return n.Handle(ctx, ev) })
 			r.out.notified(len(ev.Records), cfg.Operators, err)
 			return err
 		}
@@ -659,6 +644,37 @@ func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, 
 		}
 	}
 	return nil
+}
+
+// sqsSources is an event source for each of f's SQS mappings, handing its
+// batches to handle; alerts marks the notifier's, whose dead letters are
+// alerts rather than LINE events.
+func (r *Runtime) sqsSources(f template.Function, handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error),
+	metrics interface{ Flush() error }, alerts bool) ([]*eventSource, error) {
+	var out []*eventSource
+	for _, sm := range f.SQSEvents {
+		q, ok := r.queue(sm.Queue)
+		if !ok {
+			return nil, fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
+		}
+		out = append(out, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
+			arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: metrics, alerts: alerts})
+	}
+	return out, nil
+}
+
+// invoke runs fn as one invocation of f that no event source polls for (an
+// SNS delivery, a schedule): in its own segment, within f's timeout; then
+// it flushes f's metrics and counts the invocation.
+func (r *Runtime) invoke(ctx context.Context, f template.Function, metrics interface{ Flush() error }, fn func(context.Context) error) error {
+	ctx, seg := r.startInvocation(ctx, f.Name)
+	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
+	defer cancel()
+	err := fn(ctx)
+	seg.End(err)
+	_ = metrics.Flush()
+	r.counters.invoked(f.Name, err)
+	return err
 }
 
 // startInvocation begins the segment of one invocation of function, as

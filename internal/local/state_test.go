@@ -104,13 +104,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	if v.Outcome != "ok" || v.ReceiveCount != 1 {
 		t.Fatalf("after the redelivery: %+v, want ok and no second receive (deduplicated by SQS)", v)
 	}
-	n := 0
-	for _, m := range messages(t, rt) {
-		if m.To == user && strings.Contains(string(m.Messages[0]), "hello before") {
-			n++
-		}
-	}
-	if n != 0 {
+	if n := len(sentMatching(t, rt, user, "", "hello before")); n != 0 {
 		t.Fatalf("the local LINE API (fresh after the restart) got %d echoes of the redelivered event, want none", n)
 	}
 }

@@ -126,13 +126,9 @@ func Parse(data []byte, params map[string]string, opts ...Option) (*Topology, er
 	if strings.HasPrefix(cfg.region, "cn-") {
 		cfg.partition, cfg.urlSuffix = "aws-cn", "amazonaws.com.cn"
 	}
-	root, err := decodeYAML(data)
+	doc, err := Decode(data)
 	if err != nil {
 		return nil, err
-	}
-	doc, ok := root.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: the document is not a mapping", ErrSyntax)
 	}
 	e, err := newEvaluator(cfg, doc, params)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,15 +15,6 @@ import (
 
 	"github.com/linegate/linegate/internal/golden"
 )
-
-func fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 const (
 	webhookTrace = "1-6b0be182-61cc0b9d66d1a77a9e410fab"
@@ -43,7 +33,7 @@ func TestParseDatagram(t *testing.T) {
 		wantErr   bool
 	}{
 		{
-			name: "sdk segment with nested subsegments", in: fixture(t, "sdk_segment.datagram"), wantTrace: webhookTrace,
+			name: "sdk segment with nested subsegments", in: golden.Read(t, "testdata/sdk_segment.datagram"), wantTrace: webhookTrace,
 			want: []Segment{
 				{ID: "7d4a134a092ed826", Name: "webhook", Type: "segment", Fault: true},
 				{ID: "c053aa854fd3e7f5", Name: "verify", ParentID: "7d4a134a092ed826", Type: "subsegment"},
@@ -51,11 +41,11 @@ func TestParseDatagram(t *testing.T) {
 			},
 		},
 		{
-			name: "sdk independent subsegment", in: fixture(t, "sdk_lambda_subsegment.datagram"), wantTrace: lambdaTrace,
+			name: "sdk independent subsegment", in: golden.Read(t, "testdata/sdk_lambda_subsegment.datagram"), wantTrace: lambdaTrace,
 			want: []Segment{{ID: "e96ef664ca7431b7", Name: "lambda-handler", ParentID: "9999aaaabbbbcccc", Type: "subsegment"}},
 		},
 		{
-			name: "in progress", in: fixture(t, "in_progress.datagram"), wantTrace: lambdaTrace,
+			name: "in progress", in: golden.Read(t, "testdata/in_progress.datagram"), wantTrace: lambdaTrace,
 			want: []Segment{{ID: "1234123412341234", Name: "slow-handler", ParentID: "9999aaaabbbbcccc", Type: "subsegment", InProgress: true}},
 		},
 		{
@@ -180,7 +170,7 @@ func TestMaxTraces(t *testing.T) {
 
 func mustIngest(t *testing.T, c *Collector, name string) {
 	t.Helper()
-	if err := c.Ingest(fixture(t, name)); err != nil {
+	if err := c.Ingest(golden.Read(t, filepath.Join("testdata", name))); err != nil {
 		t.Fatalf("Ingest(%s): %v", name, err)
 	}
 }
@@ -266,7 +256,7 @@ func TestListenUDP(t *testing.T) {
 	if _, err := conn.Write([]byte("junk")); err != nil { // dropped, not fatal
 		t.Fatal(err)
 	}
-	if _, err := conn.Write(fixture(t, "sdk_linked.datagram")); err != nil {
+	if _, err := conn.Write(golden.Read(t, "testdata/sdk_linked.datagram")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -295,7 +285,7 @@ func TestListenUDP(t *testing.T) {
 // or yields segments that all have ids, with only the first lacking a
 // structural parent when it is a root segment.
 func FuzzParseDatagram(f *testing.F) {
-	f.Add(fixture(f, "sdk_segment.datagram"))
+	f.Add(golden.Read(f, "testdata/sdk_segment.datagram"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		trace, segs, err := ParseDatagram(b)
 		if err != nil {

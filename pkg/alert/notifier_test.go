@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,10 +82,7 @@ func newTestNotifier(t *testing.T, ops []string, opts ...Option) (*Notifier, *fa
 
 func loadEvent(t *testing.T, name string) events.SNSEvent {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := golden.Read(t, filepath.Join("testdata", name+".json"))
 	var ev events.SNSEvent
 	if err := json.Unmarshal(b, &ev); err != nil {
 		t.Fatalf("%s: %v", name, err)

@@ -135,15 +135,25 @@ func validateMessages(t testing.TB, raw []byte) []string {
 			}
 		}
 	}
+	// known checks that obj's type names one of base's concrete schemas
+	// (what names base in the problem), then obj against that schema's
+	// required properties; it returns the type.
+	known := func(path, base, what string, obj map[string]any) (string, bool) {
+		typ, _ := obj["type"].(string)
+		schema, ok := s.concrete(base, typ)
+		if !ok {
+			bad(path, "unknown %s type %q", what, typ)
+			return typ, false
+		}
+		checkRequired(path, schema, obj)
+		return typ, true
+	}
 	var component func(path string, c map[string]any)
 	action := func(path string, a map[string]any) {
-		typ, _ := a["type"].(string)
-		name, ok := s.concrete("Action", typ)
+		typ, ok := known(path, "Action", "action", a)
 		if !ok {
-			bad(path, "unknown action type %q", typ)
 			return
 		}
-		checkRequired(path, name, a)
 		if typ == "uri" {
 			uri, _ := a["uri"].(string)
 			u, err := url.Parse(uri)
@@ -160,13 +170,10 @@ func validateMessages(t testing.TB, raw []byte) []string {
 		}
 	}
 	component = func(path string, c map[string]any) {
-		typ, _ := c["type"].(string)
-		name, ok := s.concrete("FlexComponent", typ)
+		typ, ok := known(path, "FlexComponent", "or unchecked component", c)
 		if !ok {
-			bad(path, "unknown or unchecked component type %q", typ)
 			return
 		}
-		checkRequired(path, name, c)
 		switch typ {
 		case "box":
 			if layout, _ := c["layout"].(string); !slices.Contains(s.enum("FlexBox", "layout"), layout) {
@@ -191,14 +198,11 @@ func validateMessages(t testing.TB, raw []byte) []string {
 	}
 	for i, m := range msgs {
 		path := fmt.Sprintf("messages[%d]", i)
-		typ, _ := m["type"].(string)
-		name, ok := s.concrete("Message", typ)
+		typ, ok := known(path, "Message", "message", m)
 		if !ok {
-			bad(path, "unknown message type %q", typ)
 			continue
 		}
 		checkRequired(path, "Message", m)
-		checkRequired(path, name, m)
 		switch typ {
 		case "text":
 			txt, _ := m["text"].(string)
@@ -215,13 +219,9 @@ func validateMessages(t testing.TB, raw []byte) []string {
 				bad(path, "flex message is %d bytes, limit %d", len(b), MaxFlexBytes)
 			}
 			cont, _ := m["contents"].(map[string]any)
-			ctyp, _ := cont["type"].(string)
-			cname, ok := s.concrete("FlexContainer", ctyp)
-			if !ok {
-				bad(path, "unknown container type %q", ctyp)
+			if _, ok := known(path+".contents", "FlexContainer", "container", cont); !ok {
 				continue
 			}
-			checkRequired(path+".contents", cname, cont)
 			for _, block := range []string{"header", "body", "footer"} {
 				if b, ok := cont[block].(map[string]any); ok {
 					if b["type"] != "box" {

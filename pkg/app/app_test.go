@@ -8,36 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
-
+	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/lineapi"
 	"github.com/linegate/linegate/pkg/worker"
 )
-
-type recorder struct {
-	texts   []string
-	sent    []messaging_api.MessageInterface
-	loading []int
-}
-
-func (r *recorder) Send(_ context.Context, _ lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error) {
-	for _, m := range msgs {
-		r.sent = append(r.sent, m)
-		if t, ok := m.(messaging_api.TextMessage); ok {
-			r.texts = append(r.texts, t.Text)
-		}
-	}
-	return lineapi.ViaReply, nil
-}
-func (r *recorder) Push(context.Context, string, string, ...messaging_api.MessageInterface) error {
-	return nil
-}
-func (r *recorder) ShowLoading(_ context.Context, _ string, s int) error {
-	r.loading = append(r.loading, s)
-	return nil
-}
 
 func event(t *testing.T, raw string, m bot.Messenger) *bot.Event {
 	t.Helper()
@@ -77,7 +52,7 @@ func TestExampleBot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &testmessenger.Messenger{}
 			r := New(Config{Probes: tt.probes, SlowWork: 10 * time.Millisecond})
 			defer func() {
 				if p := recover(); (p != nil) != tt.wantPanic {
@@ -95,11 +70,11 @@ func TestExampleBot(t *testing.T) {
 			if bot.IsPermanent(err) != tt.wantFinal {
 				t.Fatalf("IsPermanent(%v) = %v, want %v", err, bot.IsPermanent(err), tt.wantFinal)
 			}
-			if tt.wantText != "" && (len(rec.texts) != 1 || !strings.HasPrefix(rec.texts[0], tt.wantText)) {
-				t.Fatalf("texts %q, want one starting %q", rec.texts, tt.wantText)
+			if tt.wantText != "" && (len(rec.Texts()) != 1 || !strings.HasPrefix(rec.Texts()[0], tt.wantText)) {
+				t.Fatalf("texts %q, want one starting %q", rec.Texts(), tt.wantText)
 			}
-			if tt.wantLoading != (len(rec.loading) == 1) {
-				t.Fatalf("loading %v", rec.loading)
+			if tt.wantLoading != (len(rec.Loading()) == 1) {
+				t.Fatalf("loading %v", rec.Loading())
 			}
 		})
 	}
@@ -109,7 +84,7 @@ func TestSlowHonoursDeadline(t *testing.T) {
 	r := New(Config{SlowWork: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := r.Dispatch(ctx, event(t, text("slow"), &recorder{}))
+	err := r.Dispatch(ctx, event(t, text("slow"), &testmessenger.Messenger{}))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
 	}
@@ -123,13 +98,13 @@ func postback(id, data string) string {
 // store, and returns what the bot replied.
 func step(t *testing.T, store *idempotency.Memory, raw string) []string {
 	t.Helper()
-	rec := &recorder{}
+	rec := &testmessenger.Messenger{}
 	ev := event(t, raw, rec)
 	worker.BindState(ev, store, time.Hour)
 	if err := New(Config{}).Dispatch(context.Background(), ev); err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return rec.texts
+	return rec.Texts()
 }
 
 // The two-question order: its state lives in the chat's session between

@@ -13,21 +13,22 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/testmessenger"
 )
 
 // "menu" answers with a Flex carousel that the local Messaging API accepts
 // (message type, alt text, contents), whose Order buttons carry postbacks
 // the bot answers and whose other buttons send messages.
 func TestMenuIsAFlexCarouselLINEAccepts(t *testing.T) {
-	rec := &recorder{}
+	rec := &testmessenger.Messenger{}
 	if err := New(Config{}).Dispatch(context.Background(), event(t, text("menu"), rec)); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.sent) != 1 {
-		t.Fatalf("sent %d messages, want one Flex message", len(rec.sent))
+	if len(rec.Messages()) != 1 {
+		t.Fatalf("sent %d messages, want one Flex message", len(rec.Messages()))
 	}
 	// Marshalled as the worker's LINE client sends it.
-	body, err := json.Marshal(&messaging_api.PushMessageRequest{To: "U0000000000000000000000000000user", Messages: rec.sent})
+	body, err := json.Marshal(&messaging_api.PushMessageRequest{To: "U0000000000000000000000000000user", Messages: rec.Messages()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +56,12 @@ func TestMenuIsAFlexCarouselLINEAccepts(t *testing.T) {
 		{"menu:order=latte", "One matcha latte coming up! (¥520)"},
 		{"menu:order=cola", "That drink is not on today's menu"},
 	} {
-		rec := &recorder{}
+		rec := &testmessenger.Messenger{}
 		if err := New(Config{}).Dispatch(context.Background(), event(t, postback("01M", tc.data), rec)); err != nil {
 			t.Fatal(err)
 		}
-		if len(rec.texts) != 1 || !strings.HasPrefix(rec.texts[0], tc.want) {
-			t.Errorf("%s answered %q, want %q", tc.data, rec.texts, tc.want)
+		if len(rec.Texts()) != 1 || !strings.HasPrefix(rec.Texts()[0], tc.want) {
+			t.Errorf("%s answered %q, want %q", tc.data, rec.Texts(), tc.want)
 		}
 	}
 }

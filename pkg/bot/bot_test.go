@@ -13,6 +13,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
+	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/pkg/lineapi"
 )
 
@@ -154,29 +155,8 @@ func TestMiddlewareOrderAndOn(t *testing.T) {
 	}
 }
 
-// fakeMessenger records what an Event asked of LINE.
-type fakeMessenger struct {
-	sends   []lineapi.Target
-	pushes  []string
-	loading []string
-	err     error
-}
-
-func (f *fakeMessenger) Send(_ context.Context, tg lineapi.Target, _ ...messaging_api.MessageInterface) (lineapi.Via, error) {
-	f.sends = append(f.sends, tg)
-	return lineapi.ViaReply, f.err
-}
-func (f *fakeMessenger) Push(_ context.Context, to, key string, _ ...messaging_api.MessageInterface) error {
-	f.pushes = append(f.pushes, to+"|"+key)
-	return f.err
-}
-func (f *fakeMessenger) ShowLoading(_ context.Context, chat string, _ int) error {
-	f.loading = append(f.loading, chat)
-	return f.err
-}
-
 func TestEventSends(t *testing.T) {
-	m := &fakeMessenger{}
+	m := &testmessenger.Messenger{}
 	ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01Z","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`, m)
 	ctx := context.Background()
 	if err := ev.ShowLoading(ctx, 20); err != nil {
@@ -191,31 +171,31 @@ func TestEventSends(t *testing.T) {
 	if err := ev.Push(ctx, "Uother", messaging_api.TextMessage{Text: "three"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.sends) != 2 || m.sends[0].ReplyToken != "rt" || m.sends[1].ReplyToken != "" || m.sends[0].Index != 0 || m.sends[1].Index != 1 ||
-		m.sends[0].To != "U1" || m.sends[0].WebhookEventID != "01Z" || m.sends[0].EventTime.UnixMilli() != 1700000000000 {
-		t.Fatalf("sends %+v", m.sends)
+	if s := m.Sends(); len(s) != 2 || s[0].Target.ReplyToken != "rt" || s[1].Target.ReplyToken != "" || s[0].Target.Index != 0 || s[1].Target.Index != 1 ||
+		s[0].Target.To != "U1" || s[0].Target.WebhookEventID != "01Z" || s[0].Target.EventTime.UnixMilli() != 1700000000000 {
+		t.Fatalf("sends %+v", s)
 	}
-	if len(m.pushes) != 1 || m.pushes[0] != "Uother|"+lineapi.RetryKey("01Z", 2) {
-		t.Fatalf("pushes %v", m.pushes)
+	if p := m.Pushes(); len(p) != 1 || p[0].To != "Uother" || p[0].RetryKey != lineapi.RetryKey("01Z", 2) {
+		t.Fatalf("pushes %+v", p)
 	}
-	if len(m.loading) != 1 || m.loading[0] != "U1" {
-		t.Fatalf("loading %v", m.loading)
+	if l := m.Loading(); len(l) != 1 || l[0].Chat != "U1" {
+		t.Fatalf("loading %+v", l)
 	}
 	// In a group the loading animation is not available: a no-op.
 	g := mustParse(t, `{"type":"message","mode":"active","timestamp":1,"source":{"type":"group","groupId":"C1","userId":"U1"},"message":{"id":"1","type":"text","text":"x"}}`, m)
 	_ = g.ShowLoading(ctx, 5)
-	if len(m.loading) != 1 {
+	if len(m.Loading()) != 1 {
 		t.Fatal("loading shown in a group")
 	}
 	// Errors carry context and the cause.
-	m.err = lineapi.ErrRateLimited
+	m.Fail(lineapi.ErrRateLimited)
 	if err := ev.ReplyText(ctx, "x"); !errors.Is(err, lineapi.ErrRateLimited) || !strings.HasPrefix(err.Error(), "reply:") {
 		t.Fatalf("err %v", err)
 	}
 }
 
 func TestStandbyAndNoMessenger(t *testing.T) {
-	sb := mustParse(t, `{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"x"}}`, &fakeMessenger{})
+	sb := mustParse(t, `{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"x"}}`, &testmessenger.Messenger{})
 	if err := sb.ReplyText(context.Background(), "x"); !errors.Is(err, ErrStandby) {
 		t.Fatalf("standby reply err %v", err)
 	}
@@ -244,41 +224,20 @@ func mustParse(t *testing.T, raw string, m Messenger) *Event {
 // Seven messages go as one reply of five (free, while the token is fresh)
 // and one push of two: packed five to a request, each with its own index.
 func TestMessagesPackedFiveToARequest(t *testing.T) {
-	m := &countingMessenger{}
+	m := &testmessenger.Messenger{}
 	ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1700000000000,"source":{"type":"user","userId":"U1"},"webhookEventId":"01Z","replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`, m)
 	ctx := context.Background()
 	if err := ev.ReplyText(ctx, "1", "2", "3", "4", "5", "6", "7"); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.sends) != 2 || m.sends[0].n != 5 || m.sends[0].tg.ReplyToken != "rt" || m.sends[1].n != 2 ||
-		m.sends[1].tg.ReplyToken != "" || m.sends[1].tg.Index != 1 {
-		t.Fatalf("sends %+v, want a reply of 5 then a push of 2", m.sends)
+	if s := m.Sends(); len(s) != 2 || len(s[0].Messages) != 5 || s[0].Target.ReplyToken != "rt" || len(s[1].Messages) != 2 ||
+		s[1].Target.ReplyToken != "" || s[1].Target.Index != 1 {
+		t.Fatalf("sends %+v, want a reply of 5 then a push of 2", s)
 	}
 	if err := ev.PushText(ctx, "U2", "a", "b", "c", "d", "e", "f"); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.pushes) != 2 || m.pushes[0] != 5 || m.pushes[1] != 1 {
-		t.Fatalf("pushes %v, want 5 then 1", m.pushes)
+	if p := m.Pushes(); len(p) != 2 || len(p[0].Messages) != 5 || len(p[1].Messages) != 1 {
+		t.Fatalf("pushes %+v, want 5 then 1", p)
 	}
 }
-
-type countingMessenger struct {
-	sends []struct {
-		tg lineapi.Target
-		n  int
-	}
-	pushes []int
-}
-
-func (f *countingMessenger) Send(_ context.Context, tg lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error) {
-	f.sends = append(f.sends, struct {
-		tg lineapi.Target
-		n  int
-	}{tg, len(msgs)})
-	return lineapi.ViaReply, nil
-}
-func (f *countingMessenger) Push(_ context.Context, _, _ string, msgs ...messaging_api.MessageInterface) error {
-	f.pushes = append(f.pushes, len(msgs))
-	return nil
-}
-func (f *countingMessenger) ShowLoading(context.Context, string, int) error { return nil }

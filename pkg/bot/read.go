@@ -154,6 +154,16 @@ func (r *Reader) expect(s *jsonscan.Scanner, want jsonscan.Kind) bool {
 	return false
 }
 
+// expectObject enters the object s is at, part of the typed event's body,
+// or skips what is there instead, as expect does, and reports false.
+func (r *Reader) expectObject(s *jsonscan.Scanner) bool {
+	if !r.expect(s, jsonscan.Object) {
+		return false
+	}
+	s.Object()
+	return true
+}
+
 func (r *Reader) str(s *jsonscan.Scanner, dst *string) {
 	if r.value(s, jsonscan.String, "a string field") {
 		s.ReadString()
@@ -246,10 +256,9 @@ func (r *Reader) part(s *jsonscan.Scanner, dst *string) {
 
 // readMessage reads a "message" for the typed event (the head has none).
 func (r *Reader) readMessage(s *jsonscan.Scanner) {
-	if !r.expect(s, jsonscan.Object) {
+	if !r.expectObject(s) {
 		return
 	}
-	s.Object()
 	m := &textContent{}
 	dst := [...]*string{&m.typ, &m.id, &m.text, &m.quoteToken, &m.quotedMessageID}
 	r.members(s, textKeys, new(uint32), func(i int) {
@@ -264,10 +273,9 @@ func (r *Reader) readMessage(s *jsonscan.Scanner) {
 }
 
 func (r *Reader) readPostback(s *jsonscan.Scanner) {
-	if !r.expect(s, jsonscan.Object) {
+	if !r.expectObject(s) {
 		return
 	}
-	s.Object()
 	p := &webhook.PostbackContent{}
 	r.members(s, postbackKeys, new(uint32), func(i int) {
 		if i == 0 {
@@ -281,10 +289,9 @@ func (r *Reader) readPostback(s *jsonscan.Scanner) {
 
 // params reads a postback's params: an object of strings.
 func (r *Reader) params(s *jsonscan.Scanner, p *webhook.PostbackContent) {
-	if !r.expect(s, jsonscan.Object) {
+	if !r.expectObject(s) {
 		return
 	}
-	s.Object()
 	p.Params = map[string]string{}
 	n := 0
 	for {
@@ -306,10 +313,9 @@ func (r *Reader) params(s *jsonscan.Scanner, p *webhook.PostbackContent) {
 }
 
 func (r *Reader) readFollow(s *jsonscan.Scanner) {
-	if !r.expect(s, jsonscan.Object) {
+	if !r.expectObject(s) {
 		return
 	}
-	s.Object()
 	f := &webhook.FollowDetail{}
 	r.members(s, followKeys, new(uint32), func(int) {
 		if r.expect(s, jsonscan.Bool) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/linegate/linegate/internal/testmessenger"
 )
 
 func textEvent(t *testing.T, text, mode string) *Event {
@@ -85,7 +87,7 @@ func TestPermanent(t *testing.T) {
 }
 
 func TestAnswered(t *testing.T) {
-	m := &fakeMessenger{}
+	m := &testmessenger.Messenger{}
 	ev := mustParse(t, `{"type":"message","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"replyToken":"rt","message":{"id":"1","type":"text","text":"x"}}`, m)
 	if ev.Answered() {
 		t.Fatal("answered before any send")

@@ -23,6 +23,15 @@ type fakeSteps struct {
 
 func newFakeSteps() *fakeSteps { return &fakeSteps{done: map[string][]byte{}, held: map[string]bool{}} }
 
+// stepEvent is a text event bound to steps, as the worker binds each
+// record's event to the step store.
+func stepEvent(t *testing.T, steps *fakeSteps) *Event {
+	t.Helper()
+	ev := mustParse(t, textEventJSON, nil)
+	ev.BindSteps(steps)
+	return ev
+}
+
 func (f *fakeSteps) Begin(_ context.Context, step string) ([]byte, bool, error) {
 	f.calls = append(f.calls, "begin "+step)
 	if f.beginErr != nil {
@@ -63,15 +72,13 @@ func TestOnceRunsAStepOnceAndReplaysItsResult(t *testing.T) {
 		charges++
 		return receipt{ID: fmt.Sprint("r-", charges), Amount: 500}, nil
 	}
-	ev := mustParse(t, textEventJSON, nil)
-	ev.BindSteps(steps)
+	ev := stepEvent(t, steps)
 	first, err := Once(context.Background(), ev, "charge", charge)
 	if err != nil || first != (receipt{ID: "r-1", Amount: 500}) {
 		t.Fatalf("first Once = %+v, %v", first, err)
 	}
 	// The retry of the event: a new Event, the same store.
-	retry := mustParse(t, textEventJSON, nil)
-	retry.BindSteps(steps)
+	retry := stepEvent(t, steps)
 	again, err := Once(context.Background(), retry, "charge", charge)
 	if err != nil || again != first || charges != 1 {
 		t.Fatalf("retried Once = %+v, %v after %d charges; want the stored %+v and 1 charge", again, err, charges, first)
@@ -99,8 +106,7 @@ func TestOnceFailuresReleaseTheStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			steps := newFakeSteps()
-			ev := mustParse(t, textEventJSON, nil)
-			ev.BindSteps(steps)
+			ev := stepEvent(t, steps)
 			func() {
 				defer func() {
 					if p := recover(); (p != nil) != tt.wantPanic {
@@ -129,31 +135,28 @@ func TestOnceStoreFailures(t *testing.T) {
 	ran := false
 	fn := func(context.Context) (receipt, error) { ran = true; return receipt{ID: "r"}, nil }
 
-	t.Run("claim fails: the step does not run", func(t *testing.T) {
-		steps := newFakeSteps()
-		steps.beginErr = unreachable
-		ev := mustParse(t, textEventJSON, nil)
-		ev.BindSteps(steps)
-		ran = false
-		if _, err := Once(context.Background(), ev, "charge", fn); !errors.Is(err, unreachable) || ran {
-			t.Fatalf("Once = %v, ran %v; want the store's error and no effect", err, ran)
-		}
-	})
-	t.Run("held by another attempt", func(t *testing.T) {
-		steps := newFakeSteps()
-		steps.held["charge"] = true
-		ev := mustParse(t, textEventJSON, nil)
-		ev.BindSteps(steps)
-		ran = false
-		if _, err := Once(context.Background(), ev, "charge", fn); !errors.Is(err, ErrStepInProgress) || ran {
-			t.Fatalf("Once = %v, ran %v; want ErrStepInProgress and no effect", err, ran)
-		}
-	})
+	// Without a claim the step does not run; Once says why.
+	for _, tt := range []struct {
+		name    string
+		steps   func(*fakeSteps)
+		wantErr error
+	}{
+		{"claim fails", func(s *fakeSteps) { s.beginErr = unreachable }, unreachable},
+		{"held by another attempt", func(s *fakeSteps) { s.held["charge"] = true }, ErrStepInProgress},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			steps := newFakeSteps()
+			tt.steps(steps)
+			ran = false
+			if _, err := Once(context.Background(), stepEvent(t, steps), "charge", fn); !errors.Is(err, tt.wantErr) || ran {
+				t.Fatalf("Once = %v, ran %v; want %v and no effect", err, ran, tt.wantErr)
+			}
+		})
+	}
 	t.Run("save fails: the result is returned, the claim kept", func(t *testing.T) {
 		steps := newFakeSteps()
 		steps.finishErr = true
-		ev := mustParse(t, textEventJSON, nil)
-		ev.BindSteps(steps)
+		ev := stepEvent(t, steps)
 		got, err := Once(context.Background(), ev, "charge", fn)
 		if err != nil || got.ID != "r" {
 			t.Fatalf("Once = %+v, %v; want the result: the effect happened", got, err)
@@ -172,8 +175,7 @@ func TestOnceStoreFailures(t *testing.T) {
 
 func TestOnceRefusesResultsThatCannotBeStored(t *testing.T) {
 	steps := newFakeSteps()
-	ev := mustParse(t, textEventJSON, nil)
-	ev.BindSteps(steps)
+	ev := stepEvent(t, steps)
 	ran := false
 	_, err := Once(context.Background(), ev, "c", func(context.Context) (chan int, error) { ran = true; return nil, nil })
 	if !errors.Is(err, ErrStepResult) || ran || len(steps.calls) != 0 {

@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/bot"
@@ -133,11 +133,7 @@ func TestRedriveAndResendTargets(t *testing.T) {
 	c := mem.New()
 	defer c.Close()
 	ctx := context.Background()
-	dlq, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("dlq")})
-	attrs, _ := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"QueueArn"}})
-	src, _ := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work"), Attributes: map[string]string{
-		"RedrivePolicy": `{"deadLetterTargetArn":"` + attrs.Attributes["QueueArn"] + `","maxReceiveCount":1}`}})
-	_ = src
+	cloudtest.QueueWithDLQ(t, c, "work", "dlq", 1, nil)
 	_, _ = c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("not-offered")})
 	signer, _ := postback.NewSigner([]byte("a key only the stack knows"), nil)
 	resent := 0

@@ -29,6 +29,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/awserr"
 	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/pkg/batch"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -320,22 +321,11 @@ func (s *Sender) call(ctx context.Context, msgs []Message, pending []int, last m
 // batches splits msgs, in order, into runs of at most MaxEntries messages
 // whose summed size stays within MaxBatchBytes.
 func batches(msgs []Message) [][]int {
-	var out [][]int
-	var cur []int
-	size := 0
-	for i, m := range msgs {
-		sz := m.size()
-		if len(cur) == MaxEntries || (len(cur) > 0 && size+sz > MaxBatchBytes) {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, i)
-		size += sz
+	idx := make([]int, len(msgs))
+	for i := range idx {
+		idx[i] = i
 	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
+	return batch.Split(idx, MaxEntries, MaxBatchBytes, func(i int) int { return msgs[i].size() })
 }
 
 // maxID is the longest MessageGroupId or MessageDeduplicationId SQS takes.

@@ -185,31 +185,46 @@ func LoadWorker(env Getenv) (Worker, error) {
 	return c, r.err()
 }
 
-// Notifier configures functions/notifier.
-type Notifier struct {
-	Auth        LineAuth // the channel access token: LINE_TOKEN_MODE and its credentials
-	AccessToken Secret   // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (Auth.AccessToken)
-	APIBaseURL  string   // LINE_API_BASE_URL (Auth.APIBaseURL)
-	ChatOps     ChatOps  // the key that signs the cards' buttons
-	Operators   []string // OPERATOR_LINE_IDS, comma-separated user or group IDs
-	TimeZone    string   // OPERATOR_TIMEZONE, default Asia/Tokyo
-	Metrics     string   // METRICS_NAMESPACE
+// Paging is the configuration of a function that pages the operators (the
+// notifier, the quota governor): how it reaches LINE, who receives its
+// cards, the key that signs their buttons, the time zone they speak in,
+// and where its metrics go.
+type Paging struct {
+	Auth      LineAuth // the channel access token: LINE_TOKEN_MODE and its credentials
+	Operators []string // OPERATOR_LINE_IDS, comma-separated user or group IDs
+	ChatOps   ChatOps  // the key that signs the cards' buttons
+	TimeZone  string   // OPERATOR_TIMEZONE, default Asia/Tokyo: the cards' times (the quota's month)
+	Metrics   string   // METRICS_NAMESPACE
 }
 
-// LoadNotifier reads and validates the notifier's configuration.
-func LoadNotifier(env Getenv) (Notifier, error) {
-	r := reader{env: env}
-	c := Notifier{
+// paging reads Paging; operators says whom OPERATOR_LINE_IDS names, for
+// the problem reported when it is missing.
+func (r *reader) paging(operators string) Paging {
+	c := Paging{
 		Auth:     r.lineAuth(),
 		ChatOps:  r.chatOps(),
 		TimeZone: r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
 		Metrics:  r.str("METRICS_NAMESPACE", "linegate"),
 	}
-	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive alerts, comma-separated"))
-	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
+	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", operators))
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
 	}
+	return c
+}
+
+// Notifier configures functions/notifier.
+type Notifier struct {
+	Paging
+	AccessToken Secret // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (Auth.AccessToken)
+	APIBaseURL  string // LINE_API_BASE_URL (Auth.APIBaseURL)
+}
+
+// LoadNotifier reads and validates the notifier's configuration.
+func LoadNotifier(env Getenv) (Notifier, error) {
+	r := reader{env: env}
+	c := Notifier{Paging: r.paging("the LINE user or group IDs that receive alerts, comma-separated")}
+	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	return c, r.err()
 }
 
@@ -297,5 +312,6 @@ func (c Webhook) MetricsNamespace() string { return c.Metrics }
 // MetricsNamespace is the CloudWatch namespace of the worker's metrics.
 func (c Worker) MetricsNamespace() string { return c.Metrics }
 
-// MetricsNamespace is the CloudWatch namespace of the notifier's metrics.
-func (c Notifier) MetricsNamespace() string { return c.Metrics }
+// MetricsNamespace is the CloudWatch namespace of the function's metrics
+// (the notifier's, the quota governor's).
+func (c Paging) MetricsNamespace() string { return c.Metrics }

@@ -91,62 +91,44 @@ func TestLoadWorkerAndNotifier(t *testing.T) {
 	}
 }
 
-// IDEMPOTENCY_KEEP_HOURS: how long a handled event is remembered; never under
-// LINE's 24 h redelivery and retry-key window.
-func TestWorkerKeepCompleted(t *testing.T) {
+// The worker's durations in hours: IDEMPOTENCY_KEEP_HOURS, how long a
+// handled event is remembered (never under LINE's 24 h redelivery and
+// retry-key window), and SESSION_TTL_HOURS, how long a chat session
+// outlives its last save.
+func TestWorkerHours(t *testing.T) {
+	keep := func(w Worker) time.Duration { return w.KeepCompleted }
+	session := func(w Worker) time.Duration { return w.SessionTTL }
 	tests := []struct {
+		env     string
 		value   string
+		field   func(Worker) time.Duration
 		want    time.Duration
 		wantErr bool
 	}{
-		{value: "", want: 48 * time.Hour},
-		{value: "24", want: 24 * time.Hour},
-		{value: "336", want: 14 * 24 * time.Hour},
-		{value: "23", wantErr: true},
-		{value: "0", wantErr: true},
-		{value: "two days", wantErr: true},
-		{value: "8785", wantErr: true},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "", field: keep, want: 48 * time.Hour},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "24", field: keep, want: 24 * time.Hour},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "336", field: keep, want: 14 * 24 * time.Hour},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "23", wantErr: true},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "0", wantErr: true},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "two days", wantErr: true},
+		{env: "IDEMPOTENCY_KEEP_HOURS", value: "8785", wantErr: true},
+		{env: "SESSION_TTL_HOURS", value: "", field: session, want: 24 * time.Hour},
+		{env: "SESSION_TTL_HOURS", value: "1", field: session, want: time.Hour},
+		{env: "SESSION_TTL_HOURS", value: "168", field: session, want: 7 * 24 * time.Hour},
+		{env: "SESSION_TTL_HOURS", value: "0", wantErr: true},
+		{env: "SESSION_TTL_HOURS", value: "a day", wantErr: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.value, func(t *testing.T) {
-			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "IDEMPOTENCY_KEEP_HOURS": tt.value}))
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", tt.env: tt.value}))
 			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEEP_HOURS") {
-					t.Fatalf("error %v does not name IDEMPOTENCY_KEEP_HOURS", err)
+				if err == nil || !strings.Contains(err.Error(), tt.env) {
+					t.Fatalf("error %v does not name %s", err, tt.env)
 				}
 				return
 			}
-			if err != nil || w.KeepCompleted != tt.want {
-				t.Fatalf("KeepCompleted %v (err %v), want %v", w.KeepCompleted, err, tt.want)
-			}
-		})
-	}
-}
-
-// SESSION_TTL_HOURS: how long a chat session outlives its last save.
-func TestWorkerSessionTTL(t *testing.T) {
-	tests := []struct {
-		value   string
-		want    time.Duration
-		wantErr bool
-	}{
-		{value: "", want: 24 * time.Hour},
-		{value: "1", want: time.Hour},
-		{value: "168", want: 7 * 24 * time.Hour},
-		{value: "0", wantErr: true},
-		{value: "a day", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.value, func(t *testing.T) {
-			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "SESSION_TTL_HOURS": tt.value}))
-			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), "SESSION_TTL_HOURS") {
-					t.Fatalf("error %v does not name SESSION_TTL_HOURS", err)
-				}
-				return
-			}
-			if err != nil || w.SessionTTL != tt.want {
-				t.Fatalf("SessionTTL %v (err %v), want %v", w.SessionTTL, err, tt.want)
+			if err != nil || tt.field(w) != tt.want {
+				t.Fatalf("%s gives %v (err %v), want %v", tt.env, tt.field(w), err, tt.want)
 			}
 		})
 	}

@@ -41,40 +41,26 @@ func (r *reader) chatOps() ChatOps {
 	return c
 }
 
-// Quota configures functions/quota, the push-quota governor.
+// Quota configures functions/quota, the push-quota governor: its cards
+// are the quota's and the held results' ("Resend held" button).
 type Quota struct {
-	Auth         LineAuth // the channel access token
-	Operators    []string // OPERATOR_LINE_IDS: who gets the quota and held-results cards
-	ChatOps      ChatOps  // signs the held-results card's "Resend held" button
-	HeldQueueURL string   // HELD_QUEUE_URL: the held results waiting for quota; optional
-	TimeZone     string   // OPERATOR_TIMEZONE, default Asia/Tokyo: the month's boundaries and card times
-	WarnPercent  int      // QUOTA_WARN_PERCENT, default 80
-	AlarmPercent int      // QUOTA_ALARM_PERCENT, default 95
-	Metrics      string   // METRICS_NAMESPACE
+	Paging
+	HeldQueueURL string // HELD_QUEUE_URL: the held results waiting for quota; optional
+	WarnPercent  int    // QUOTA_WARN_PERCENT, default 80
+	AlarmPercent int    // QUOTA_ALARM_PERCENT, default 95
 }
 
 // LoadQuota reads and validates the quota governor's configuration.
 func LoadQuota(env Getenv) (Quota, error) {
 	r := reader{env: env}
 	c := Quota{
-		Auth:         r.lineAuth(),
-		ChatOps:      r.chatOps(),
+		Paging:       r.paging("the LINE user or group IDs that receive quota cards, comma-separated"),
 		HeldQueueURL: r.str("HELD_QUEUE_URL", ""),
-		TimeZone:     r.str("OPERATOR_TIMEZONE", "Asia/Tokyo"),
 		WarnPercent:  int(r.int("QUOTA_WARN_PERCENT", 80, 1, 100)),
 		AlarmPercent: int(r.int("QUOTA_ALARM_PERCENT", 95, 1, 100)),
-		Metrics:      r.str("METRICS_NAMESPACE", "linegate"),
 	}
-	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", "the LINE user or group IDs that receive quota cards, comma-separated"))
 	if c.WarnPercent >= c.AlarmPercent {
 		r.problem("QUOTA_WARN_PERCENT (%d) must be below QUOTA_ALARM_PERCENT (%d)", c.WarnPercent, c.AlarmPercent)
 	}
-	if _, err := time.LoadLocation(c.TimeZone); err != nil {
-		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
-	}
 	return c, r.err()
 }
-
-// MetricsNamespace is the CloudWatch namespace of the quota governor's
-// metrics.
-func (c Quota) MetricsNamespace() string { return c.Metrics }

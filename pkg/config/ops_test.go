@@ -61,3 +61,25 @@ func TestLoadQuota(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// The notifier and the quota governor read the operators' settings
+// (Paging) the same way: the time zone and metrics namespace defaulted,
+// a missing OPERATOR_LINE_IDS and a time zone that is none refused.
+func TestPaging(t *testing.T) {
+	loaders := map[string]func(Getenv) (Paging, error){
+		"notifier": func(e Getenv) (Paging, error) { c, err := LoadNotifier(e); return c.Paging, err },
+		"quota":    func(e Getenv) (Paging, error) { c, err := LoadQuota(e); return c.Paging, err },
+	}
+	for name, load := range loaders {
+		t.Run(name, func(t *testing.T) {
+			p, err := load(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "t", "OPERATOR_LINE_IDS": "U0000000000000000000000000000cafe"}))
+			if err != nil || p.TimeZone != "Asia/Tokyo" || p.MetricsNamespace() != "linegate" || len(p.Operators) != 1 || p.Auth.AccessToken.Value != "t" {
+				t.Fatalf("%+v %v", p, err)
+			}
+			_, err = load(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "t", "OPERATOR_TIMEZONE": "Mars/Olympus"}))
+			if err == nil || !strings.Contains(err.Error(), "OPERATOR_LINE_IDS") || !strings.Contains(err.Error(), "OPERATOR_TIMEZONE") {
+				t.Fatalf("err %v, want it to name OPERATOR_LINE_IDS and OPERATOR_TIMEZONE", err)
+			}
+		})
+	}
+}

@@ -14,6 +14,22 @@ import (
 
 var crashTime = time.Date(2026, 3, 14, 1, 2, 3, 456_000_000, time.UTC)
 
+// workerReport is the report of a crash of linegate-worker on a message
+// event, at crashTime, with every field set.
+func workerReport(errText, stack string, receiveCount int) Report {
+	return Report{
+		Error:          errText,
+		Stack:          stack,
+		Function:       "linegate-worker",
+		EventType:      "message",
+		WebhookEventID: "01FZ74A0TDDPYRVKNK77XKC3ZR",
+		TraceID:        "1-5759e988-bd862e3fe1be46a994272793",
+		Region:         "ap-northeast-1",
+		Time:           crashTime,
+		ReceiveCount:   receiveCount,
+	}
+}
+
 func TestNewFillsAndScrubs(t *testing.T) {
 	stack := []byte("goroutine 1 [running]:\nmain.f()\n\t/src/main.go:3 +0x1d\nAuthorization: Bearer " + fakeAccessToken + "\n")
 	r := New(fmt.Errorf("push failed with secret %s and token %s", "s3cr3t-value", fakeAccessToken), stack,
@@ -25,17 +41,8 @@ func TestNewFillsAndScrubs(t *testing.T) {
 		WithReceiveCount(3),
 		WithTime(crashTime.In(time.FixedZone("JST", 9*3600))),
 	)
-	want := Report{
-		Error:          "push failed with secret [REDACTED] and token [REDACTED]",
-		Stack:          "goroutine 1 [running]:\nmain.f()\n\t/src/main.go:3 +0x1d\nAuthorization: Bearer [REDACTED]\n",
-		Function:       "linegate-worker",
-		EventType:      "message",
-		WebhookEventID: "01FZ74A0TDDPYRVKNK77XKC3ZR",
-		TraceID:        "1-5759e988-bd862e3fe1be46a994272793",
-		Region:         "ap-northeast-1",
-		Time:           crashTime,
-		ReceiveCount:   3,
-	}
+	want := workerReport("push failed with secret [REDACTED] and token [REDACTED]",
+		"goroutine 1 [running]:\nmain.f()\n\t/src/main.go:3 +0x1d\nAuthorization: Bearer [REDACTED]\n", 3)
 	if r != want {
 		t.Errorf("New =\n%+v\nwant\n%+v", r, want)
 	}
@@ -94,17 +101,7 @@ func TestNewCapsSizes(t *testing.T) {
 }
 
 func TestMarshalGolden(t *testing.T) {
-	r := Report{
-		Error:          "runtime error: index out of range [5] with length 0",
-		Stack:          "goroutine 7 [running]:\nmain.f()\n\t/src/main.go:3 +0x1d\n",
-		Function:       "linegate-worker",
-		EventType:      "message",
-		WebhookEventID: "01FZ74A0TDDPYRVKNK77XKC3ZR",
-		TraceID:        "1-5759e988-bd862e3fe1be46a994272793",
-		Region:         "ap-northeast-1",
-		Time:           crashTime,
-		ReceiveCount:   2,
-	}
+	r := workerReport("runtime error: index out of range [5] with length 0", "goroutine 7 [running]:\nmain.f()\n\t/src/main.go:3 +0x1d\n", 2)
 	got, err := r.Marshal()
 	if err != nil {
 		t.Fatal(err)

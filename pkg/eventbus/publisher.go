@@ -18,6 +18,7 @@ import (
 
 	"github.com/linegate/linegate/pkg/awserr"
 	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/pkg/batch"
 	"github.com/linegate/linegate/pkg/telemetry"
 )
 
@@ -272,22 +273,7 @@ func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int, l
 // batches splits idx into groups of at most MaxEntries entries whose summed
 // size stays under the request limit.
 func (p *Publisher) batches(entries []Entry, idx []int) [][]int {
-	var out [][]int
-	var cur []int
-	size := 0
-	for _, i := range idx {
-		s := entries[i].Size(p.source)
-		if len(cur) == MaxEntries || (len(cur) > 0 && size+s > p.maxRequest) {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, i)
-		size += s
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
+	return batch.Split(idx, MaxEntries, p.maxRequest, func(i int) int { return entries[i].Size(p.source) })
 }
 
 // codeDeadline is the code of an entry whose call ran out of time.

@@ -75,6 +75,18 @@ func entries(n, size int) []Entry {
 
 func noSleep(context.Context, time.Duration) error { return nil }
 
+// wantOneFailed checks that a Publish failed with ErrNotAccepted for one
+// entry only, failed (its EventID and Code), having accepted the others.
+func wantOneFailed(t *testing.T, res Result, err error, accepted int, failed Failure) {
+	t.Helper()
+	if !errors.Is(err, ErrNotAccepted) {
+		t.Fatalf("err = %v, want ErrNotAccepted", err)
+	}
+	if res.Accepted != accepted || len(res.Failed) != 1 || res.Failed[0].EventID != failed.EventID || res.Failed[0].Code != failed.Code {
+		t.Fatalf("res = %+v, want %d accepted and %s failed with %s", res, accepted, failed.EventID, failed.Code)
+	}
+}
+
 func TestBatching(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -134,12 +146,7 @@ func TestRetriesOnlyFailedRetryableEntries(t *testing.T) {
 	}}
 	p := NewPublisher(bus, "bus", WithSleep(noSleep))
 	res, err := p.Publish(context.Background(), in)
-	if !errors.Is(err, ErrNotAccepted) {
-		t.Fatalf("err = %v, want ErrNotAccepted (entry 7 is not retryable)", err)
-	}
-	if res.Accepted != 9 || len(res.Failed) != 1 || res.Failed[0].EventID != "ev7" || res.Failed[0].Code != "MalformedDetail" {
-		t.Fatalf("res = %+v", res)
-	}
+	wantOneFailed(t, res, err, 9, Failure{EventID: "ev7", Code: "MalformedDetail"}) // entry 7 is not retryable
 	if len(bus.calls) != 3 {
 		t.Fatalf("calls = %d, want 3 (all, then 2 and 5, then 5)", len(bus.calls))
 	}
@@ -215,12 +222,7 @@ func TestOversizedEntryFailsAloneAndOthersGo(t *testing.T) {
 	bus := &fakeBus{}
 	p := NewPublisher(bus, "bus", WithLimits(1000, 4000))
 	res, err := p.Publish(context.Background(), in)
-	if !errors.Is(err, ErrNotAccepted) {
-		t.Fatalf("err %v", err)
-	}
-	if res.Accepted != 2 || len(res.Failed) != 1 || res.Failed[0].EventID != "big" || res.Failed[0].Code != "EntryTooLarge" {
-		t.Fatalf("res %+v", res)
-	}
+	wantOneFailed(t, res, err, 2, Failure{EventID: "big", Code: "EntryTooLarge"})
 	if len(bus.accepted) != 2 {
 		t.Fatalf("bus got %d entries, want the 2 that fit", len(bus.accepted))
 	}

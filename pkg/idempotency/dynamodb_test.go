@@ -144,35 +144,29 @@ type fakeDynamo struct {
 }
 
 func (f *fakeDynamo) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	f.calls = append(f.calls, "PutItem")
-	if f.put == nil {
-		f.t.Fatal("unexpected PutItem")
-	}
-	return f.put(in)
+	return answer(f, "PutItem", f.put, in)
 }
 
 func (f *fakeDynamo) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	f.calls = append(f.calls, "GetItem")
-	if f.get == nil {
-		f.t.Fatal("unexpected GetItem")
-	}
-	return f.get(in)
+	return answer(f, "GetItem", f.get, in)
 }
 
 func (f *fakeDynamo) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.calls = append(f.calls, "UpdateItem")
-	if f.update == nil {
-		f.t.Fatal("unexpected UpdateItem")
-	}
-	return f.update(in)
+	return answer(f, "UpdateItem", f.update, in)
 }
 
 func (f *fakeDynamo) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	f.calls = append(f.calls, "DeleteItem")
-	if f.del == nil {
-		f.t.Fatal("unexpected DeleteItem")
+	return answer(f, "DeleteItem", f.del, in)
+}
+
+// answer records a call of op and answers it with fn, failing the test
+// when the test scripted no answer for op.
+func answer[In, Out any](f *fakeDynamo, op string, fn func(In) (Out, error), in In) (Out, error) {
+	f.calls = append(f.calls, op)
+	if fn == nil {
+		f.t.Fatal("unexpected " + op)
 	}
-	return f.del(in)
+	return fn(in)
 }
 
 var throttled = &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}

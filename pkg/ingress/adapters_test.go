@@ -62,7 +62,7 @@ func TestServeHTTP(t *testing.T) {
 			if tt.allow && resp.Header.Get("Allow") != "POST" {
 				t.Fatalf("405 without Allow: POST")
 			}
-			if tt.want != 200 && len(pub.entries) != 0 {
+			if tt.want != 200 && len(pub.sent) != 0 {
 				t.Fatal("published on a rejected request")
 			}
 		})
@@ -100,10 +100,10 @@ func TestAPIGateway(t *testing.T) {
 			if resp.StatusCode != tt.want {
 				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.want, resp.Body)
 			}
-			if tt.want == 200 && len(pub.entries) != 1 {
-				t.Fatalf("published %d", len(pub.entries))
+			if tt.want == 200 && len(pub.sent) != 1 {
+				t.Fatalf("published %d", len(pub.sent))
 			}
-			if tt.want != 200 && len(pub.entries) != 0 {
+			if tt.want != 200 && len(pub.sent) != 0 {
 				t.Fatal("published on a rejected request")
 			}
 			if tt.want == 405 && resp.Headers["Allow"] != "POST" {

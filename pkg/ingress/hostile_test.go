@@ -79,8 +79,8 @@ func TestHostileRequests(t *testing.T) {
 			if resp.StatusCode != tt.want {
 				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.want, body)
 			}
-			if tt.want != 200 && (pub.calls != 0 || len(pub.entries) != 0) {
-				t.Fatalf("published %d entries on a refused request", len(pub.entries))
+			if tt.want != 200 && (pub.calls != 0 || len(pub.sent) != 0) {
+				t.Fatalf("published %d entries on a refused request", len(pub.sent))
 			}
 			if len(body) > 64 {
 				t.Fatalf("response body too long, may echo input: %q", body)

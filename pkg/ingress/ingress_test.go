@@ -7,13 +7,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/eventbus"
@@ -27,23 +27,36 @@ const (
 
 var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 
-// fakeQueue records what the chat queue was given and fails (with err)
-// on demand.
-type fakeQueue struct {
+// recorder is what the fake senders share: it counts the calls and keeps
+// what they were given, unless err (set by the test) fails them.
+type recorder[T any] struct {
 	mu    sync.Mutex
-	msgs  []chatqueue.Message
+	sent  []T
 	calls int
 	err   error
 }
 
-func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.calls++; f.err == nil {
-		f.msgs = append(f.msgs, msgs...)
-		return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
+// take records a call with items; it returns err instead of keeping them
+// when err is set.
+func (r *recorder[T]) take(items []T) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.err != nil {
+		return r.err
 	}
-	return chatqueue.Result{}, f.err
+	r.sent = append(r.sent, items...)
+	return nil
+}
+
+// fakeQueue records what the chat queue was given and fails on demand.
+type fakeQueue struct{ recorder[chatqueue.Message] }
+
+func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
+	if err := f.take(msgs); err != nil {
+		return chatqueue.Result{}, err
+	}
+	return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
 }
 
 // bigBody is a body of one text message event of eventBytes bytes: with
@@ -55,22 +68,13 @@ func bigBody(eventBytes int) []byte {
 	return []byte(`{"destination":"U1","events":[` + ev + `]}`)
 }
 
-// fakePublisher records what it was given and fails on demand.
-type fakePublisher struct {
-	mu      sync.Mutex
-	entries []eventbus.Entry
-	calls   int
-	err     error
-}
+// fakePublisher records what the bus was given and fails on demand.
+type fakePublisher struct{ recorder[eventbus.Entry] }
 
 func (f *fakePublisher) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.err != nil {
-		return eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, f.err
+	if err := f.take(entries); err != nil {
+		return eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, err
 	}
-	f.entries = append(f.entries, entries...)
 	return eventbus.Result{Accepted: len(entries), Calls: 1}, nil
 }
 
@@ -85,13 +89,10 @@ func newHandler(t testing.TB, pub publisher, opts ...Option) *Handler {
 	return h
 }
 
+// sample is the LINE webhook body kept in testdata/ under name.
 func sample(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return golden.Read(t, filepath.Join("testdata", name))
 }
 
 func sign(body []byte) string { return signature.Sign([]byte(secret), body) }
@@ -151,8 +152,8 @@ func TestHandleStatuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pub := &fakePublisher{err: tt.pubErr}
-			q := &fakeQueue{err: tt.queueErr}
+			pub := &fakePublisher{recorder[eventbus.Entry]{err: tt.pubErr}}
+			q := &fakeQueue{recorder[chatqueue.Message]{err: tt.queueErr}}
 			h := newHandler(t, pub, append([]Option{WithChatQueue(q)}, tt.opts...)...)
 			method := tt.method
 			if method == "" {
@@ -172,8 +173,8 @@ func TestHandleStatuses(t *testing.T) {
 			if tt.wantErr == nil && err != nil {
 				t.Fatalf("unexpected err %v", err)
 			}
-			if len(pub.entries) != tt.published {
-				t.Fatalf("published %d entries, want %d", len(pub.entries), tt.published)
+			if len(pub.sent) != tt.published {
+				t.Fatalf("published %d entries, want %d", len(pub.sent), tt.published)
 			}
 			if tt.want != 200 && tt.want != 500 && (pub.calls != 0 || q.calls != 0) {
 				t.Fatalf("publisher or queue called on a rejected request")
@@ -219,10 +220,10 @@ func TestEntriesCarryRawEventsUnchanged(t *testing.T) {
 			if err != nil || resp.Status != 200 {
 				t.Fatalf("status %d err %v", resp.Status, err)
 			}
-			if len(pub.entries) != len(want.Events) {
-				t.Fatalf("entries = %d, want %d", len(pub.entries), len(want.Events))
+			if len(pub.sent) != len(want.Events) {
+				t.Fatalf("entries = %d, want %d", len(pub.sent), len(want.Events))
 			}
-			for i, e := range pub.entries {
+			for i, e := range pub.sent {
 				var env envelope.Detail
 				if err := json.Unmarshal(e.Detail, &env); err != nil {
 					t.Fatalf("detail is not an envelope: %v", err)
@@ -259,7 +260,7 @@ func TestEnvelopeGolden(t *testing.T) {
 		t.Fatalf("%d %v", resp.Status, err)
 	}
 	want := `{"destination":"U\"q","receivedAt":"2026-11-29T08:00:00.123456789Z","event":{"type":"follow", "webhookEventId":"01A"}}`
-	if got := string(pub.entries[0].Detail); got != want {
+	if got := string(pub.sent[0].Detail); got != want {
 		t.Fatalf("detail\n got %s\nwant %s", got, want)
 	}
 }
@@ -300,11 +301,11 @@ func TestChatEventsAreQueuedInBodyOrder(t *testing.T) {
 	if err != nil || resp.Status != 200 {
 		t.Fatalf("%d %v", resp.Status, err)
 	}
-	if len(pub.entries) != 7 {
-		t.Fatalf("%d bus entries, want every event (7)", len(pub.entries))
+	if len(pub.sent) != 7 {
+		t.Fatalf("%d bus entries, want every event (7)", len(pub.sent))
 	}
 	wantChats := []string{"Ualice", "", "Cgroup", "Rroom", "Ualice", "Ubob", strings.Repeat("U", 200)}
-	for i, e := range pub.entries {
+	for i, e := range pub.sent {
 		var d envelope.Detail
 		if err := json.Unmarshal(e.Detail, &d); err != nil || d.Chat != wantChats[i] {
 			t.Fatalf("entry %d: chat %q (%v), want %q", i, d.Chat, err, wantChats[i])
@@ -312,11 +313,11 @@ func TestChatEventsAreQueuedInBodyOrder(t *testing.T) {
 	}
 	type want struct{ group, dedup string }
 	wants := []want{{"Ualice", "01A"}, {"Cgroup", "01C"}, {"Rroom", "01D"}, {"Ualice", "01E"}, {"Ubob", ""}, {"", ""}}
-	if len(q.msgs) != len(wants) {
-		t.Fatalf("%d queued, want %d (chat events only)", len(q.msgs), len(wants))
+	if len(q.sent) != len(wants) {
+		t.Fatalf("%d queued, want %d (chat events only)", len(q.sent), len(wants))
 	}
 	busOf := []int{0, 2, 3, 4, 5, 6}
-	for k, m := range q.msgs {
+	for k, m := range q.sent {
 		w := wants[k]
 		switch {
 		case k == 4: // no webhookEventId: the raw event's hash
@@ -336,7 +337,7 @@ func TestChatEventsAreQueuedInBodyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d is not an envelope: %v", k, err)
 		}
-		entry := pub.entries[busOf[k]]
+		entry := pub.sent[busOf[k]]
 		if string(ev.Detail) != string(entry.Detail) || ev.DetailType != entry.DetailType || ev.Source != "line.test" ||
 			ev.Region != "ap-northeast-1" || ev.ID != m.DedupID || m.TraceHeader != "Root=1-abc" || d.Chat != wantChats[busOf[k]] {
 			t.Fatalf("message %d: %+v / trace %q, want the detail of entry %d", k, ev, m.TraceHeader, busOf[k])

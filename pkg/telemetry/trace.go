@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -325,22 +326,10 @@ func annotationValue(v any) any {
 		return x
 	case float32:
 		return float64(x)
-	case int8:
-		return int(x)
-	case int16:
-		return int(x)
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	case uint8:
-		return uint(x)
-	case uint16:
-		return uint(x)
-	case uint32:
-		return uint(x)
-	case uint64:
-		return uint(x)
+	case int8, int16, int32, int64:
+		return int(reflect.ValueOf(x).Int())
+	case uint8, uint16, uint32, uint64:
+		return uint(reflect.ValueOf(x).Uint())
 	case fmt.Stringer:
 		return x.String()
 	case error:

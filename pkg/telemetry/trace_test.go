@@ -442,27 +442,7 @@ func TestNoTraceIsNoOp(t *testing.T) {
 	if TraceHeader(sctx) != "" || TraceID(sctx) != "" || sp.TraceID() != "" || sp.ID() != "" {
 		t.Errorf("no-op span reports a trace: header %q id %q", TraceHeader(sctx), TraceID(sctx))
 	}
-
-	rec := &headerRecorder{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.record(r) }))
-	defer srv.Close()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	resp, err := HTTPClient(nil).Do(req)
-	if err != nil {
-		t.Fatalf("untraced HTTP call: %v", err)
-	}
-	_ = resp.Body.Close()
-	if h := rec.all(); len(h) != 1 || h[0] != "" {
-		t.Errorf("untraced HTTP call sent trace headers %q", h)
-	}
-
-	ebSrv, ebHeaders := fakeEventBridge(t)
-	if err := putEvents(ctx, eventBridgeClient(ebSrv.URL), `{"ok":true}`); err != nil {
-		t.Fatalf("untraced AWS call: %v", err)
-	}
-	if h := ebHeaders.all(); len(h) != 1 || h[0] != "" {
-		t.Errorf("untraced AWS call sent trace headers %q", h)
-	}
+	checkCallsUntraced(t, ctx, "untraced")
 	if after := sdkLog.String(); after != before {
 		t.Errorf("SDK logged during untraced calls: %s", strings.TrimPrefix(after, before))
 	}
@@ -474,6 +454,7 @@ func TestAnnotationConversion(t *testing.T) {
 		want any
 	}{
 		{"s", "s"}, {true, true}, {int64(7), 7}, {uint8(3), uint(3)}, {float32(1.5), 1.5},
+		{int8(-1), -1}, {int16(2), 2}, {int32(3), 3}, {uint16(4), uint(4)}, {uint32(5), uint(5)}, {uint64(6), uint(6)},
 		{time.Second, "1s"}, {errors.New("e"), "e"}, {[]int{1}, "[1]"},
 	}
 	for _, tt := range tests {
@@ -498,20 +479,31 @@ func TestSDKDisabled(t *testing.T) {
 	if TraceHeader(sctx) != "" || TraceID(sctx) != "" || seg.TraceID() != "" {
 		t.Fatalf("disabled SDK reports a trace: %q %q", TraceHeader(sctx), TraceID(sctx))
 	}
+	checkCallsUntraced(t, sctx, "disabled SDK")
+}
+
+// checkCallsUntraced makes an HTTP call through HTTPClient and an AWS call
+// with ctx: both must succeed and send no trace header. what names the case
+// in failures.
+func checkCallsUntraced(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
 	rec := &headerRecorder{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.record(r) }))
 	defer srv.Close()
-	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	resp, err := HTTPClient(nil).Do(req)
 	if err != nil {
-		t.Fatalf("HTTP call with disabled SDK: %v", err)
+		t.Fatalf("%s: HTTP call: %v", what, err)
 	}
 	_ = resp.Body.Close()
 	if h := rec.all(); len(h) != 1 || h[0] != "" {
-		t.Errorf("disabled SDK sent trace headers %q", h)
+		t.Errorf("%s: HTTP call sent trace headers %q", what, h)
 	}
-	ebSrv, _ := fakeEventBridge(t)
-	if err := putEvents(sctx, eventBridgeClient(ebSrv.URL), `{"ok":true}`); err != nil {
-		t.Fatalf("AWS call with disabled SDK: %v", err)
+	ebSrv, ebHeaders := fakeEventBridge(t)
+	if err := putEvents(ctx, eventBridgeClient(ebSrv.URL), `{"ok":true}`); err != nil {
+		t.Fatalf("%s: AWS call: %v", what, err)
+	}
+	if h := ebHeaders.all(); len(h) != 1 || h[0] != "" {
+		t.Errorf("%s: AWS call sent trace headers %q", what, h)
 	}
 }

@@ -321,15 +321,15 @@ func runConversationSuite(t *testing.T, newStore func(t *testing.T, clock *testc
 		// Redriven from the DLQ: a new message, its receive count starts over.
 		c.clock.Advance(23 * time.Hour)
 		c.send("m1-redriven", "01BOOM", "boom", 1)
-		if n := c.fix.ops.count(); n != 1 {
+		if n := len(c.fix.ops.Published()); n != 1 {
 			t.Fatalf("%d crash reports within 24 h; want 1", n)
 		}
 		c.clock.Advance(2 * time.Hour)
 		c.send("m1-redriven-again", "01BOOM", "boom", 1)
-		if n := c.fix.ops.count(); n != 2 {
+		if n := len(c.fix.ops.Published()); n != 2 {
 			t.Fatalf("%d crash reports after the marker expired; want 2", n)
 		}
-		rep, err := crash.Parse([]byte(aws.ToString(c.fix.ops.msgs[0].Message)))
+		rep, err := crash.Parse([]byte(aws.ToString(c.fix.ops.Published()[0].Message)))
 		if err != nil || rep.WebhookEventID != "01BOOM" {
 			t.Fatalf("report %+v, %v", rep, err)
 		}
@@ -350,7 +350,7 @@ func runConversationSuite(t *testing.T, newStore func(t *testing.T, clock *testc
 		}
 		c.send("m2", long+"b", "boom", 1)
 		c.send("m2", long+"b", "boom", 1)
-		if n := c.fix.ops.count(); n != 1 {
+		if n := len(c.fix.ops.Published()); n != 1 {
 			t.Fatalf("%d crash reports for the long id; want 1", n)
 		}
 	})

@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
-
+	"github.com/linegate/linegate/internal/testmessenger"
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
 	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/lineapi"
 )
 
 // Each step of the pipeline on its own: a record in the state the steps
@@ -393,20 +392,6 @@ func claimed(key string) func(*idempotency.Memory) {
 	return func(s *idempotency.Memory) { _ = s.Claim(context.Background(), key, time.Minute) }
 }
 
-// fakeMessenger records the loading animations it was asked to show.
-type fakeMessenger struct{ loading []string }
-
-func (f *fakeMessenger) Send(context.Context, lineapi.Target, ...messaging_api.MessageInterface) (lineapi.Via, error) {
-	return lineapi.ViaReply, nil
-}
-func (f *fakeMessenger) Push(context.Context, string, string, ...messaging_api.MessageInterface) error {
-	return nil
-}
-func (f *fakeMessenger) ShowLoading(_ context.Context, chatID string, _ int) error {
-	f.loading = append(f.loading, chatID)
-	return nil
-}
-
 func TestParseStep(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -422,10 +407,10 @@ func TestParseStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var made []*fakeMessenger
+			var made []*testmessenger.Messenger
 			var newMessenger func() bot.Messenger
 			if tt.withMessenger {
-				newMessenger = func() bot.Messenger { m := &fakeMessenger{}; made = append(made, m); return m }
+				newMessenger = func() bot.Messenger { m := &testmessenger.Messenger{}; made = append(made, m); return m }
 			}
 			r := decodedRecord(t, "m1", 1, tt.raw)
 			var loadingErr error
@@ -447,7 +432,7 @@ func TestParseStep(t *testing.T) {
 			if !is(loadingErr, tt.wantBound) {
 				t.Fatalf("ShowLoading: %v, want %v", loadingErr, tt.wantBound)
 			}
-			if tt.withMessenger && (len(made) != 1 || len(made[0].loading) != 1 || made[0].loading[0] != "Uuser0001") {
+			if tt.withMessenger && (len(made) != 1 || len(made[0].Loading()) != 1 || made[0].Loading()[0].Chat != "Uuser0001") {
 				t.Fatalf("want one client, used by the event: %+v", made)
 			}
 		})
@@ -479,7 +464,7 @@ func TestReportCrashStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			topic := &fakeTopic{}
+			topic := &testsns.Topic{}
 			failing := &failingTopic{}
 			c := crashReports{pub: topic, topic: "arn:aws:sns:us-east-1:0:ops", function: "WorkerFunction", region: "ap-northeast-1", secrets: []string{secret}}
 			switch {
@@ -497,8 +482,8 @@ func TestReportCrashStep(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("returned %v, want next's %v", err, tt.wantErr)
 			}
-			if topic.count() != tt.wantSent || tt.failing && failing.calls != 1 {
-				t.Fatalf("%d reports published (%d failed attempts), want %d", topic.count(), failing.calls, tt.wantSent)
+			if len(topic.Published()) != tt.wantSent || tt.failing && failing.calls != 1 {
+				t.Fatalf("%d reports published (%d failed attempts), want %d", len(topic.Published()), failing.calls, tt.wantSent)
 			}
 			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
 				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)
@@ -506,7 +491,7 @@ func TestReportCrashStep(t *testing.T) {
 			if tt.wantSent == 0 {
 				return
 			}
-			in := topic.msgs[0]
+			in := topic.Published()[0]
 			if *in.TopicArn != c.topic || *in.Subject != "linegate crash: message" || *in.MessageAttributes[crash.AttributeKind].StringValue != crash.KindCrash {
 				t.Fatalf("published %+v", in)
 			}
@@ -696,7 +681,7 @@ func TestReportCrashMarker(t *testing.T) {
 				}
 			}
 			store := &flakyStore{Store: mem, claimErr: tt.claimErr}
-			topic := &fakeTopic{}
+			topic := &testsns.Topic{}
 			c := crashReports{pub: topic, topic: "arn:aws:sns:us-east-1:0:ops", marks: store, markFor: 24 * time.Hour}
 			if tt.failing {
 				c.pub = &failingTopic{}
@@ -706,8 +691,8 @@ func TestReportCrashMarker(t *testing.T) {
 			if !errors.Is(err, ErrPanic) {
 				t.Fatalf("returned %v; want the record's own error", err)
 			}
-			if topic.count() != tt.wantSent {
-				t.Fatalf("%d reports published; want %d", topic.count(), tt.wantSent)
+			if len(topic.Published()) != tt.wantSent {
+				t.Fatalf("%d reports published; want %d", len(topic.Published()), tt.wantSent)
 			}
 			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
 				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)

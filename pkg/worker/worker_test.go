@@ -21,6 +21,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/backoff"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/crash"
@@ -36,29 +37,11 @@ type fixture struct {
 	line  *linemock.Server
 	srv   *httptest.Server
 	store *idempotency.Memory
-	ops   *fakeTopic
+	ops   *testsns.Topic
 	proc  *Processor
 	now   time.Time
 	mu    sync.Mutex
 	seen  []Result
-}
-
-type fakeTopic struct {
-	mu   sync.Mutex
-	msgs []*sns.PublishInput
-}
-
-func (f *fakeTopic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.msgs = append(f.msgs, in)
-	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
-}
-
-func (f *fakeTopic) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.msgs)
 }
 
 func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
@@ -71,7 +54,7 @@ func newFixture(t *testing.T, router *bot.Router, opts ...Option) *fixture {
 // (f.store is then a memory store no processor uses).
 func newFixtureOn(t *testing.T, router *bot.Router, store idempotency.Store, opts ...Option) *fixture {
 	t.Helper()
-	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &fakeTopic{}}
+	f := &fixture{now: time.Now(), store: idempotency.NewMemory(), ops: &testsns.Topic{}}
 	if m, ok := store.(*idempotency.Memory); ok {
 		f.store = m
 	}
@@ -184,14 +167,21 @@ func TestRetryAfterPushSucceededSendsNothingNew(t *testing.T) {
 		t.Fatalf("first attempt should fail, got %v", got)
 	}
 	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 2, ev)}})
+	f.checkOneMessage(t, resp, linemock.Call{Path: "/v2/bot/message/push", Status: 409})
+}
+
+// checkOneMessage fails t unless resp fails no record, the user got exactly
+// one message, and LINE answered the call once on the way.
+func (f *fixture) checkOneMessage(t *testing.T, resp events.SQSEventResponse, answered linemock.Call) {
+	t.Helper()
 	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("retry failed: %+v", resp)
+		t.Fatalf("failed records: %+v", resp)
 	}
 	if n := len(f.line.Messages()); n != 1 {
-		t.Fatalf("%d messages, want 1 (the retry's push must be a 409)", n)
+		t.Fatalf("%d messages, want 1 (LINE answering %d to %s once)", n, answered.Status, answered.Path)
 	}
-	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/push", Status: 409}] != 1 {
-		t.Fatalf("calls %v: want one 409", f.line.Calls())
+	if f.line.Calls()[answered] != 1 {
+		t.Fatalf("calls %v: want one %d to %s", f.line.Calls(), answered.Status, answered.Path)
 	}
 }
 
@@ -214,26 +204,24 @@ func TestRateLimitedThenSucceeds(t *testing.T) {
 	f.line.IssueReplyTokenTo("rt-5", "Uuser0001", time.Now())
 	f.line.Inject(linemock.Fault{Path: "/v2/bot/message/reply", Status: 429, Times: 1})
 	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01EV5", "hi", time.Now(), "rt-5"))}})
-	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("%+v", resp)
-	}
-	if n := len(f.line.Messages()); n != 1 {
-		t.Fatalf("%d messages, want 1", n)
-	}
-	if f.line.Calls()[linemock.Call{Path: "/v2/bot/message/reply", Status: 429}] != 1 {
-		t.Fatalf("calls %v", f.line.Calls())
-	}
+	f.checkOneMessage(t, resp, linemock.Call{Path: "/v2/bot/message/reply", Status: 429})
 }
 
-func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
+// boomRouter is a bot whose text handler panics with value on "boom" and
+// does nothing on any other text.
+func boomRouter(value string) *bot.Router {
 	r := bot.NewRouter()
-	r.OnText("", func(ctx context.Context, e *bot.Event, text string) error {
+	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
 		if text == "boom" {
-			panic("boom with token Bearer abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH")
+			panic(value)
 		}
 		return nil
 	})
-	f := newFixture(t, r)
+	return r
+}
+
+func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
+	f := newFixture(t, boomRouter("boom with token Bearer abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"))
 	var recs []events.SQSMessage
 	for i := range 10 {
 		text := "fine"
@@ -250,10 +238,10 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 	if got := failedIDs(resp); len(got) != 1 || got[0] != "m6" {
 		t.Fatalf("failures %v, want exactly [m6]", got)
 	}
-	if f.ops.count() != 1 {
-		t.Fatalf("%d crash reports, want 1", f.ops.count())
+	if len(f.ops.Published()) != 1 {
+		t.Fatalf("%d crash reports, want 1", len(f.ops.Published()))
 	}
-	in := f.ops.msgs[0]
+	in := f.ops.Published()[0]
 	if in.MessageAttributes[crash.AttributeKind].StringValue == nil || *in.MessageAttributes[crash.AttributeKind].StringValue != crash.KindCrash {
 		t.Fatalf("crash report not marked: %+v", in.MessageAttributes)
 	}
@@ -269,8 +257,8 @@ func TestPanicFailsOnlyItsRecordAndReportsOnce(t *testing.T) {
 	}
 	// The retry (second receive) panics again but reports nothing new.
 	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m6", 2, boom)}})
-	if len(resp.BatchItemFailures) != 1 || f.ops.count() != 1 {
-		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), f.ops.count())
+	if len(resp.BatchItemFailures) != 1 || len(f.ops.Published()) != 1 {
+		t.Fatalf("retry: failures %v, crash reports %d (want 1, 1)", failedIDs(resp), len(f.ops.Published()))
 	}
 }
 
@@ -592,15 +580,8 @@ func (f *failingTopic) Publish(context.Context, *sns.PublishInput, ...func(*sns.
 // A crash report that cannot be published is logged; the record still fails
 // alone and the rest of the batch is unaffected.
 func TestCrashReportPublishFailure(t *testing.T) {
-	r := bot.NewRouter()
-	r.OnText("", func(_ context.Context, _ *bot.Event, text string) error {
-		if text == "boom" {
-			panic("boom")
-		}
-		return nil
-	})
 	topic := &failingTopic{}
-	f := newFixture(t, r, WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
+	f := newFixture(t, boomRouter("boom"), WithCrashReports(topic, "arn:aws:sns:us-east-1:0:ops"))
 	resp, err := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		message("a", 1, textEvent("01CP1", "boom", time.Now(), "")),
 		message("b", 1, textEvent("01CP2", "fine", time.Now(), "")),

@@ -84,51 +84,58 @@ type suite struct {
 	visited map[string]bool
 }
 
+// A testCase is one case of the suite: its name below its service (a
+// Divergence names it "service/name") and its test.
+type testCase struct {
+	name string
+	test func(t *testing.T, b Backend)
+}
+
 // Run runs every case as a subtest of t.
 func Run(t *testing.T, h Harness) {
 	s := &suite{h: h, visited: map[string]bool{}}
-	t.Run("SQS", func(t *testing.T) {
-		s.run(t, "SQS/CreateAndGetQueueURL", testCreateAndGetQueueURL)
-		s.run(t, "SQS/CreateQueueConflict", testCreateQueueConflict)
-		s.run(t, "SQS/NonexistentQueueError", testNonexistentQueue)
-		s.run(t, "SQS/SendReceiveDelete", testSendReceiveDelete)
-		s.run(t, "SQS/VisibilityTimeoutHidesThenReveals", testVisibilityTimeout)
-		s.run(t, "SQS/ReceiveCountIncrements", testReceiveCount)
-		s.run(t, "SQS/ChangeMessageVisibilityZero", testChangeVisibilityZero)
-		s.run(t, "SQS/RedriveToDLQ", testRedrive)
-		s.run(t, "SQS/DelaySeconds", testDelay)
-		s.run(t, "SQS/BatchReceiveUpToTen", testBatchReceive)
-		s.run(t, "SQS/ReceiveMoreThanTenFails", testReceiveOverTen)
-		s.run(t, "SQS/SendBatchOverTenFails", testSendBatchOverTen)
-		s.run(t, "SQS/DeleteMessageBatchPartialFailure", testDeleteBatchPartial)
-		s.run(t, "SQS/MessageAttributesRoundTrip", testMessageAttributes)
-		s.run(t, "SQS/QueueAttributeCounts", testQueueCounts)
-		s.run(t, "SQS/PurgeQueue", testPurge)
-		s.run(t, "SQS/MoveTaskBackToSource", testMoveTask)
-		s.run(t, "SQS/FIFOOrderPerGroup", testFIFOOrder)
-		s.run(t, "SQS/FIFOSequenceNumbersIncrease", testFIFOSequence)
-		s.run(t, "SQS/FIFOGroupLockedWhileInFlight", testFIFOGroupLock)
-		s.run(t, "SQS/FIFOGroupExclusiveWithConcurrentConsumers", testFIFOExclusive)
-		s.run(t, "SQS/FIFOFollowerWaitsBehindHidden", testFIFOFollowerWaits)
-		s.run(t, "SQS/FIFODeduplication", testFIFODedup)
-		s.run(t, "SQS/FIFOGroupAndDedupRequired", testFIFORequired)
-		s.run(t, "SQS/FIFORedriveToFIFODLQ", testFIFORedrive)
+	s.service(t, "SQS", []testCase{
+		{"CreateAndGetQueueURL", testCreateAndGetQueueURL},
+		{"CreateQueueConflict", testCreateQueueConflict},
+		{"NonexistentQueueError", testNonexistentQueue},
+		{"SendReceiveDelete", testSendReceiveDelete},
+		{"VisibilityTimeoutHidesThenReveals", testVisibilityTimeout},
+		{"ReceiveCountIncrements", testReceiveCount},
+		{"ChangeMessageVisibilityZero", testChangeVisibilityZero},
+		{"RedriveToDLQ", testRedrive},
+		{"DelaySeconds", testDelay},
+		{"BatchReceiveUpToTen", testBatchReceive},
+		{"ReceiveMoreThanTenFails", testReceiveOverTen},
+		{"SendBatchOverTenFails", testSendBatchOverTen},
+		{"DeleteMessageBatchPartialFailure", testDeleteBatchPartial},
+		{"MessageAttributesRoundTrip", testMessageAttributes},
+		{"QueueAttributeCounts", testQueueCounts},
+		{"PurgeQueue", testPurge},
+		{"MoveTaskBackToSource", testMoveTask},
+		{"FIFOOrderPerGroup", testFIFOOrder},
+		{"FIFOSequenceNumbersIncrease", testFIFOSequence},
+		{"FIFOGroupLockedWhileInFlight", testFIFOGroupLock},
+		{"FIFOGroupExclusiveWithConcurrentConsumers", testFIFOExclusive},
+		{"FIFOFollowerWaitsBehindHidden", testFIFOFollowerWaits},
+		{"FIFODeduplication", testFIFODedup},
+		{"FIFOGroupAndDedupRequired", testFIFORequired},
+		{"FIFORedriveToFIFODLQ", testFIFORedrive},
 	})
-	t.Run("EventBridge", func(t *testing.T) {
-		s.run(t, "EventBridge/LinegateRulesRouteChatLessToBackground", testLinegateRouting)
-		s.run(t, "EventBridge/DeliveredEventShape", testEventShape)
-		s.run(t, "EventBridge/DisabledRuleDoesNotDeliver", testDisabledRule)
-		s.run(t, "EventBridge/PutEventsPerEntryErrors", testPerEntryErrors)
-		s.run(t, "EventBridge/PutEventsDetailMustBeObject", testDetailMustBeObject)
-		s.run(t, "EventBridge/PutEventsOverTenEntriesFails", testOverTenEntries)
-		s.run(t, "EventBridge/PutEventsOverSizeLimitFails", testOverSize)
-		s.run(t, "EventBridge/TraceHeaderBecomesAWSTraceHeader", testTraceHeader)
-		s.run(t, "EventBridge/FIFOTargetMessageGroup", testFIFOTarget)
+	s.service(t, "EventBridge", []testCase{
+		{"LinegateRulesRouteChatLessToBackground", testLinegateRouting},
+		{"DeliveredEventShape", testEventShape},
+		{"DisabledRuleDoesNotDeliver", testDisabledRule},
+		{"PutEventsPerEntryErrors", testPerEntryErrors},
+		{"PutEventsDetailMustBeObject", testDetailMustBeObject},
+		{"PutEventsOverTenEntriesFails", testOverTenEntries},
+		{"PutEventsOverSizeLimitFails", testOverSize},
+		{"TraceHeaderBecomesAWSTraceHeader", testTraceHeader},
+		{"FIFOTargetMessageGroup", testFIFOTarget},
 	})
-	t.Run("SNS", func(t *testing.T) {
-		s.run(t, "SNS/NotificationToSQS", testSNSNotification)
-		s.run(t, "SNS/RawDeliveryToSQS", testSNSRaw)
-		s.run(t, "SNS/PublishToMissingTopicFails", testSNSMissingTopic)
+	s.service(t, "SNS", []testCase{
+		{"NotificationToSQS", testSNSNotification},
+		{"RawDeliveryToSQS", testSNSRaw},
+		{"PublishToMissingTopicFails", testSNSMissingTopic},
 	})
 	t.Run("Pattern", func(t *testing.T) { s.runPatterns(t) })
 	t.Run("PatternInvalid", func(t *testing.T) { s.runInvalidPatterns(t) })
@@ -137,6 +144,15 @@ func Run(t *testing.T, h Harness) {
 			t.Errorf("harness %s lists a divergence for %q, which names no case", h.Name, d.Case)
 		}
 	}
+}
+
+// service runs the cases of one service in t's subtest of that name.
+func (s *suite) service(t *testing.T, service string, cases []testCase) {
+	t.Run(service, func(t *testing.T) {
+		for _, c := range cases {
+			s.run(t, service+"/"+c.name, c.test)
+		}
+	})
 }
 
 // run runs one case on a fresh backend, unless the harness lists it as a

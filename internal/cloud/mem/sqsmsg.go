@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"encoding/hex"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,19 +159,12 @@ func (c *Cloud) render(m queue.Message, in *sqs.ReceiveMessageInput) sqstypes.Me
 		"SentTimestamp":                    strconv.FormatInt(m.Sent.UnixMilli(), 10),
 		"ApproximateReceiveCount":          strconv.Itoa(m.Receives),
 		"ApproximateFirstReceiveTimestamp": strconv.FormatInt(m.FirstReceive.UnixMilli(), 10),
+		"AWSTraceHeader":                   m.TraceHeader,
+		"MessageGroupId":                   m.GroupID,
+		"MessageDeduplicationId":           m.DedupID,
+		"SequenceNumber":                   m.Sequence,
 	}
-	if m.TraceHeader != "" {
-		sys["AWSTraceHeader"] = m.TraceHeader
-	}
-	if m.GroupID != "" {
-		sys["MessageGroupId"] = m.GroupID
-	}
-	if m.DedupID != "" {
-		sys["MessageDeduplicationId"] = m.DedupID
-	}
-	if m.Sequence != "" {
-		sys["SequenceNumber"] = m.Sequence
-	}
+	maps.DeleteFunc(sys, func(_, v string) bool { return v == "" }) // what the message does not carry
 	want := map[string]bool{}
 	//lint:ignore SA1019 callers still send the deprecated field and SQS still honours it
 	for _, n := range in.AttributeNames {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/pkg/compose"
 	"github.com/linegate/linegate/pkg/compose/workerfn"
@@ -26,19 +26,6 @@ import (
 // token is a plain (local) access token that does not look like one: only
 // the worker's wiring, which names it a secret, keeps it out of reports.
 const token = "plain-token-42-not-shaped"
-
-// topic records what the worker publishes.
-type topic struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (f *topic) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.msgs = append(f.msgs, aws.ToString(in.Message))
-	return &sns.PublishOutput{MessageId: aws.String(fmt.Sprint(len(f.msgs)))}, nil
-}
 
 // keepSpy remembers how long completed markers are kept.
 type keepSpy struct {
@@ -95,7 +82,7 @@ func TestCrashReportsScrubTheAccessToken(t *testing.T) {
 	r.OnText("", func(context.Context, *bot.Event, string) error {
 		panic("LINE refused the call made with " + token)
 	})
-	ops := &topic{}
+	ops := &testsns.Topic{}
 	p, err := workerfn.New(context.Background(), loadConfig(t, nil), r,
 		workerfn.Deps{Store: idempotency.NewMemory(), Ops: ops, Function: "WorkerFunction", Region: "us-east-1"}, quiet())
 	if err != nil {
@@ -105,14 +92,16 @@ func TestCrashReportsScrubTheAccessToken(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("resp %+v err %v: want the panicking record failed", resp, err)
 	}
-	if len(ops.msgs) != 1 {
-		t.Fatalf("%d crash reports published, want 1", len(ops.msgs))
+	published := ops.Published()
+	if len(published) != 1 {
+		t.Fatalf("%d crash reports published, want 1", len(published))
 	}
-	rep, err := crash.Parse([]byte(ops.msgs[0]))
+	msg := aws.ToString(published[0].Message)
+	rep, err := crash.Parse([]byte(msg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(ops.msgs[0], token) {
+	if strings.Contains(msg, token) {
 		t.Fatalf("the access token reached the crash report: error %q", rep.Error)
 	}
 	if rep.Error != "LINE refused the call made with "+crash.Redacted || rep.Function != "WorkerFunction" {

@@ -196,9 +196,7 @@ func RunVersioned(t *testing.T, newStore func(t *testing.T, clock *Clock) idempo
 		if err := s.Delete(ctx, key, v2); err != nil {
 			t.Fatalf("delete = %v", err)
 		}
-		wantGet(t, s, key, "", 0)
-		wantPut(t, s, key, "stale", v2, idempotency.ErrConflict)
-		wantPut(t, s, key, "again", 0, nil)
+		wantStartedOver(t, s, key, v2)
 	})
 
 	t.Run("delete at version 0 is a no-op", func(t *testing.T) {
@@ -218,9 +216,7 @@ func RunVersioned(t *testing.T, newStore func(t *testing.T, clock *Clock) idempo
 		clock.Advance(time.Hour - slack)
 		wantGet(t, s, key, "one", v)
 		clock.Advance(2 * slack)
-		wantGet(t, s, key, "", 0)
-		wantPut(t, s, key, "late", v, idempotency.ErrConflict)
-		wantPut(t, s, key, "fresh", 0, nil)
+		wantStartedOver(t, s, key, v)
 	})
 
 	t.Run("concurrent writes of one version: exactly one wins", func(t *testing.T) {
@@ -304,6 +300,16 @@ func wantGet(t *testing.T, s idempotency.VersionedStore, key, value string, vers
 	if string(got.Value) != value || got.Version != version {
 		t.Fatalf("get = %q at version %d; want %q at version %d", truncate(got.Value), got.Version, truncate([]byte(value)), version)
 	}
+}
+
+// wantStartedOver checks that key holds nothing any more (deleted or
+// expired): Get finds no value, a put at its last version old conflicts and
+// a put at version 0 succeeds.
+func wantStartedOver(t *testing.T, s idempotency.VersionedStore, key string, old int64) {
+	t.Helper()
+	wantGet(t, s, key, "", 0)
+	wantPut(t, s, key, "stale", old, idempotency.ErrConflict)
+	wantPut(t, s, key, "fresh", 0, nil)
 }
 
 func wantPut(t *testing.T, s idempotency.VersionedStore, key, value string, expected int64, want error) int64 {
