@@ -27,8 +27,8 @@ const (
 
 var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 
-// fakeQueue records what the chat queue was given and fails (with err)
-// on demand.
+// fakeQueue records (copies of) what the chat queue was given and fails
+// (with err) on demand.
 type fakeQueue struct {
 	mu    sync.Mutex
 	msgs  []chatqueue.Message
@@ -40,7 +40,10 @@ func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.calls++; f.err == nil {
-		f.msgs = append(f.msgs, msgs...)
+		for _, m := range msgs {
+			m.Body = bytes.Clone(m.Body) // Send keeps nothing of msgs (queuer)
+			f.msgs = append(f.msgs, m)
+		}
 		return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
 	}
 	return chatqueue.Result{}, f.err
@@ -55,7 +58,7 @@ func bigBody(eventBytes int) []byte {
 	return []byte(`{"destination":"U1","events":[` + ev + `]}`)
 }
 
-// fakePublisher records what it was given and fails on demand.
+// fakePublisher records (copies of) what it was given and fails on demand.
 type fakePublisher struct {
 	mu      sync.Mutex
 	entries []eventbus.Entry
@@ -70,7 +73,10 @@ func (f *fakePublisher) Publish(_ context.Context, entries []eventbus.Entry) (ev
 	if f.err != nil {
 		return eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, f.err
 	}
-	f.entries = append(f.entries, entries...)
+	for _, e := range entries {
+		e.Detail = bytes.Clone(e.Detail) // Publish keeps nothing of entries (publisher)
+		f.entries = append(f.entries, e)
+	}
 	return eventbus.Result{Accepted: len(entries), Calls: 1}, nil
 }
 
