@@ -83,8 +83,9 @@ type Head struct {
 // LINE sent.
 func Encode(h Head, detail []byte) []byte {
 	w := NewWriter("", h.Time, h)
-	b := make([]byte, 0, w.headLen(h.ID, h.DetailType)+len(detail)+1)
-	b = w.appendHead(b, h.ID, h.DetailType)
+	it := NewItem(h.ID, h.DetailType, "", nil)
+	b := make([]byte, 0, w.headLen(&it)+len(detail)+1)
+	b = w.appendHead(b, &it)
 	b = append(b, detail...)
 	return SafeForSQS(append(b, '}'))
 }
@@ -119,13 +120,21 @@ func (w *Writer) eventTail() []byte  { return w.parts()[w.split:w.end] }
 // DetailType are per event (AppendEvent's arguments).
 func NewWriter(destination string, receivedAt time.Time, h Head) Writer {
 	var w Writer
-	var tmp [len(w.inline)]byte
-	b := tmp[:0]
+	b := w.writeParts(w.inline[:0], destination, receivedAt, h)
+	w.end = len(b)
+	if len(b) > len(w.inline) {
+		w.big = bytes.Clone(b) // b outgrew inline; inline itself never leaves w
+	}
+	return w
+}
+
+// writeParts appends parts() to b and sets w.split.
+func (w *Writer) writeParts(b []byte, destination string, receivedAt time.Time, h Head) []byte {
 	b = append(b, `{"destination":`...)
 	b = appendString(b, destination)
 	b = append(b, `,"receivedAt":"`...)
 	stamp := len(b)
-	b = receivedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendStamp(b, receivedAt)
 	stampEnd := len(b)
 	b = append(b, '"')
 	w.split = len(b)
@@ -148,21 +157,74 @@ func NewWriter(destination string, receivedAt time.Time, h Head) Writer {
 	}
 	b = append(b, `","region":`...)
 	b = appendString(b, h.Region)
-	b = append(b, `,"resources":[],"detail":`...)
-	w.end = len(b)
-	if len(b) <= len(w.inline) {
-		copy(w.inline[:], b)
-	} else {
-		w.big = bytes.Clone(b)
+	return append(b, `,"resources":[],"detail":`...)
+}
+
+// appendStamp appends t as t.UTC().AppendFormat(b, time.RFC3339Nano) does
+// (the fraction without trailing zeros, none for a whole second), written
+// by hand for the years 0 to 9999 (the others are left to AppendFormat).
+func appendStamp(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, time.RFC3339Nano)
 	}
-	return w
+	hour, minute, sec := t.Clock()
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10))
+	if ns := t.Nanosecond(); ns != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(frac)
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return append(b, 'Z')
+}
+
+// Item is one event's share of what a Writer writes: the strings around the
+// event's raw bytes, each measured once when the Item is made (the length
+// appendString writes for it), so that sizing an event's envelopes and
+// writing them look at no string again unless it needs escaping.
+type Item struct {
+	id, detailType, chat    string
+	event                   []byte
+	idLen, typeLen, chatLen int // stringLen of each (chatLen 0 for no chat)
+}
+
+// NewItem measures one event's parts: id and detailType are its EventBridge
+// event's (AppendItemEvent; any value for a Detail alone), chat ("" for
+// none) and event (a JSON object) are its Detail's.
+func NewItem(id, detailType, chat string, event []byte) Item {
+	it := Item{id: id, detailType: detailType, chat: chat, event: event, idLen: stringLen(id), typeLen: stringLen(detailType)}
+	if chat != "" {
+		it.chatLen = stringLen(chat)
+	}
+	return it
 }
 
 // DetailLen is the length AppendDetail writes for chat and event.
 func (w *Writer) DetailLen(chat string, event []byte) int {
-	n := w.split + len(`,"event":`) + len(event) + 1
+	it := Item{chat: chat, event: event}
 	if chat != "" {
-		n += len(`,"chat":`) + stringLen(chat)
+		it.chatLen = stringLen(chat)
+	}
+	return w.ItemDetailLen(&it)
+}
+
+// ItemDetailLen is the length AppendItemDetail writes for it.
+func (w *Writer) ItemDetailLen(it *Item) int {
+	n := w.split + len(`,"event":`) + len(it.event) + 1
+	if it.chat != "" {
+		n += len(`,"chat":`) + it.chatLen
 	}
 	return n
 }
@@ -171,19 +233,34 @@ func (w *Writer) DetailLen(chat string, event []byte) int {
 // {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}, the event's
 // bytes copied verbatim (event must be a JSON object).
 func (w *Writer) AppendDetail(b []byte, chat string, event []byte) []byte {
-	b = append(b, w.detailHead()...)
+	it := Item{chat: chat, event: event}
 	if chat != "" {
+		it.chatLen = stringLen(chat)
+	}
+	return w.AppendItemDetail(b, &it)
+}
+
+// AppendItemDetail is AppendDetail for it's chat and event.
+func (w *Writer) AppendItemDetail(b []byte, it *Item) []byte {
+	b = append(b, w.detailHead()...)
+	if it.chat != "" {
 		b = append(b, `,"chat":`...)
-		b = appendString(b, chat)
+		b = appendMeasured(b, it.chat, it.chatLen)
 	}
 	b = append(b, `,"event":`...)
-	b = append(b, event...)
+	b = append(b, it.event...)
 	return append(b, '}')
 }
 
 // EventLen is the length AppendEvent writes (before SafeForSQS).
 func (w *Writer) EventLen(id, detailType, chat string, event []byte) int {
-	return w.headLen(id, detailType) + w.DetailLen(chat, event) + 1
+	it := NewItem(id, detailType, chat, event)
+	return w.ItemEventLen(&it)
+}
+
+// ItemEventLen is the length AppendItemEvent writes (before SafeForSQS).
+func (w *Writer) ItemEventLen(it *Item) int {
+	return w.headLen(it) + w.ItemDetailLen(it) + 1
 }
 
 // AppendEvent appends the EventBridge event whose Detail is AppendDetail's,
@@ -191,25 +268,43 @@ func (w *Writer) EventLen(id, detailType, chat string, event []byte) int {
 // Detail within it: the one Detail serves the bus entry and the chat queue
 // message, written once.
 func (w *Writer) AppendEvent(b []byte, id, detailType, chat string, event []byte) (out, detail []byte) {
-	b = w.appendHead(b, id, detailType)
+	it := NewItem(id, detailType, chat, event)
+	return w.AppendItemEvent(b, &it)
+}
+
+// AppendItemEvent is AppendEvent for it.
+func (w *Writer) AppendItemEvent(b []byte, it *Item) (out, detail []byte) {
+	b = w.appendHead(b, it)
 	start := len(b)
-	b = w.AppendDetail(b, chat, event)
+	b = w.AppendItemDetail(b, it)
 	detail = b[start:len(b):len(b)]
 	return append(b, '}'), detail
 }
 
 const eventHead = `{"version":"0","id":`
 
-func (w *Writer) headLen(id, detailType string) int {
-	return len(eventHead) + stringLen(id) + len(`,"detail-type":`) + stringLen(detailType) + w.end - w.split
+func (w *Writer) headLen(it *Item) int {
+	return len(eventHead) + it.idLen + len(`,"detail-type":`) + it.typeLen + w.end - w.split
 }
 
-func (w *Writer) appendHead(b []byte, id, detailType string) []byte {
+func (w *Writer) appendHead(b []byte, it *Item) []byte {
 	b = append(b, eventHead...)
-	b = appendString(b, id)
+	b = appendMeasured(b, it.id, it.idLen)
 	b = append(b, `,"detail-type":`...)
-	b = appendString(b, detailType)
+	b = appendMeasured(b, it.detailType, it.typeLen)
 	return append(b, w.eventTail()...)
+}
+
+// appendMeasured is appendString for s whose stringLen is n: s is copied as
+// it is when n says nothing in it is escaped (appendString writes a longer
+// string whenever it escapes or replaces anything).
+func appendMeasured(b []byte, s string, n int) []byte {
+	if n != len(s)+2 {
+		return appendString(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // The UTF-8 of U+FFFE and U+FFFF, and what Encode writes instead.

@@ -197,10 +197,42 @@ func FuzzWriter(f *testing.F) {
 		if want := Encode(Head{ID: id, DetailType: typ, Source: source, Region: region, Time: at}, detail); string(SafeForSQS(body)) != string(want) {
 			t.Fatalf("Writer's event %q, Encode's %q", SafeForSQS(body), want)
 		}
-		if got, want := stringLen(chat), len(appendString(nil, chat)); got != want {
-			t.Fatalf("stringLen(%q) = %d, appendString wrote %d", chat, got, want)
+		for _, s := range []string{id, typ, dest, chat, source} {
+			want := appendString(nil, s)
+			if n := stringLen(s); n != len(want) {
+				t.Fatalf("stringLen(%q) = %d, appendString wrote %d", s, n, len(want))
+			}
+			if got := appendMeasured(nil, s, stringLen(s)); string(got) != string(want) {
+				t.Fatalf("appendMeasured(%q) = %q, appendString wrote %q", s, got, want)
+			}
+		}
+		if got, want := appendStamp([]byte("x"), at), at.UTC().AppendFormat([]byte("x"), time.RFC3339Nano); string(got) != string(want) {
+			t.Fatalf("appendStamp(%v) = %q, AppendFormat %q", at, got, want)
 		}
 	})
+}
+
+// The receive time is written by hand as time.RFC3339Nano formats it:
+// fractions trimmed of trailing zeros, none for a whole second, years
+// padded to four digits, other zones in UTC, years past 9999 (and before 0)
+// left to AppendFormat.
+func TestAppendStamp(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 59, 120000000, time.FixedZone("JST", 9*3600)),
+		time.Date(2027, 1, 1, 8, 59, 59, 100, time.FixedZone("JST", 9*3600)),
+		time.Date(999, 7, 8, 9, 10, 11, 1000, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 5, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		{},
+	} {
+		if got, want := string(appendStamp(nil, at)), at.UTC().Format(time.RFC3339Nano); got != want {
+			t.Errorf("appendStamp(%v) = %s, want %s", at, got, want)
+		}
+	}
 }
 
 func TestSafeForSQS(t *testing.T) {

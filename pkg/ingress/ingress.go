@@ -64,12 +64,17 @@ const (
 	MetricRequestsRejected = "RequestsRejected"
 )
 
-// publisher is the one call ingress makes on the bus.
+// publisher is the one call ingress makes on the bus. Publish must not keep
+// entries, nor the bytes they point to, once it returns: the handler writes
+// the next request's entries into the same memory (eventbus.Publisher
+// copies them into its PutEvents input and waits for its calls).
 type publisher interface {
 	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
 }
 
-// queuer is the one call ingress makes on the chat queue.
+// queuer is the one call ingress makes on the chat queue. Send must not
+// keep msgs, nor the bytes they point to, once it returns (as publisher;
+// chatqueue.Sender copies them into its SendMessageBatch input).
 type queuer interface {
 	Send(ctx context.Context, msgs []chatqueue.Message) (chatqueue.Result, error)
 }
@@ -218,7 +223,9 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
 	}
-	b, err := parseBody(body, h.maxEvents)
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	b, err := parseBodyInto(sc.events, body, h.maxEvents)
 	if err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
@@ -229,16 +236,17 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
 		return Response{401, bodyBot}, ErrBot
 	}
+	sc.events = b.events
 	if len(b.events) == 0 {
 		return Response{200, okBody(0)}, nil
 	}
-	entries, msgs, err := h.handOffs(ctx, b, start)
-	if err != nil {
+	if err := h.handOffs(ctx, b, start, sc); err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{413, bodyEventSize}, err
 	}
-	if err := h.handOff(ctx, entries, msgs); err != nil {
+	entries := sc.entries
+	if err := h.handOff(ctx, sc); err != nil {
 		return Response{500, bodyPublish}, err
 	}
 	h.metrics.Count(MetricEventsAccepted, float64(len(entries)))
@@ -250,24 +258,78 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 	return Response{200, okBody(len(entries))}, nil
 }
 
-// handOff gives the entries to the bus and the messages to the chat queue
-// at once, and returns nil only when both took everything.
-func (h *Handler) handOff(ctx context.Context, entries []eventbus.Entry, msgs []chatqueue.Message) error {
-	var qerr error
-	var wg sync.WaitGroup
-	if len(msgs) > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, qerr = h.queue.Send(ctx, msgs)
-		}()
+// handOff gives sc's entries to the bus and its messages to the chat queue
+// at once (the queue's on a goroutine of its own, only when there are
+// messages), and returns nil only when both took everything.
+func (h *Handler) handOff(ctx context.Context, sc *scratch) error {
+	queued := len(sc.msgs) > 0
+	if queued {
+		sc.ctx, sc.queue = ctx, h.queue
+		sc.wg.Add(1)
+		go sc.send()
 	}
-	_, perr := h.pub.Publish(ctx, entries)
-	wg.Wait()
+	_, perr := h.pub.Publish(ctx, sc.entries)
+	var qerr error
+	if queued {
+		sc.wg.Wait()
+		qerr = sc.qerr
+	}
 	if err := errors.Join(perr, qerr); err != nil {
 		return fmt.Errorf("%w: %w", ErrPublish, err)
 	}
 	return nil
+}
+
+// scratch is the memory one request's accept path writes into: the events
+// read, the one buffer holding all its envelopes, the bus entries and chat
+// queue messages (views into the buffer), and the chat queue hand-off
+// running beside the bus's. Requests take one from scratchPool and give it
+// back when they answer, so a warm webhook writes into memory it already
+// has (no allocation, no garbage to collect, caches warm) — which is why
+// publisher and queuer must keep nothing once they return.
+type scratch struct {
+	events  []event
+	buf     []byte
+	entries []eventbus.Entry
+	msgs    []chatqueue.Message
+
+	// The chat queue's hand-off (send).
+	wg    sync.WaitGroup
+	ctx   context.Context
+	queue queuer
+	qerr  error
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Above these, a request's memory is left to the collector rather than
+// kept for the next one: a rare huge body must not pin its memory.
+const (
+	maxPooledBuf    = 256 << 10
+	maxPooledEvents = 256
+)
+
+// send is the chat queue's hand-off, on its own goroutine.
+func (sc *scratch) send() {
+	defer sc.wg.Done()
+	_, sc.qerr = sc.queue.Send(sc.ctx, sc.msgs)
+}
+
+// release drops what sc points to (bodies, strings, the context) and puts
+// it back in the pool.
+func (sc *scratch) release() {
+	clear(sc.events)
+	clear(sc.entries)
+	clear(sc.msgs)
+	sc.events, sc.entries, sc.msgs, sc.buf = sc.events[:0], sc.entries[:0], sc.msgs[:0], sc.buf[:0]
+	if cap(sc.buf) > maxPooledBuf {
+		sc.buf = nil
+	}
+	if cap(sc.events) > maxPooledEvents {
+		sc.events, sc.entries, sc.msgs = nil, nil, nil
+	}
+	sc.ctx, sc.queue, sc.qerr = nil, nil, nil
+	scratchPool.Put(sc)
 }
 
 // okBodies are the usual 200 bodies, made once.
@@ -293,60 +355,73 @@ func appendOK(b []byte, n int) []byte {
 	return append(b, '}')
 }
 
-// handOffs builds, for every event in body order, its bus entry and, for an
-// event with a chat when a chat queue is configured, its queue message. An
-// event whose entry would be over the bus's limit, or whose message over
-// the queue's, fails the whole body with ErrTooLarge (413: LINE would
-// redeliver a 500 forever).
+// handOffs builds into sc, for every event in body order, its bus entry
+// and, for an event with a chat when a chat queue is configured, its queue
+// message. An event whose entry would be over the bus's limit, or whose
+// message over the queue's, fails the whole body with ErrTooLarge (413:
+// LINE would redeliver a 500 forever).
 //
 // Every size is known before anything is written, so all the Details and
 // message bodies go into one buffer; a chat event's Detail is written once,
 // inside its message body, and the bus entry shares it.
-func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time) ([]eventbus.Entry, []chatqueue.Message, error) {
+func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc *scratch) error {
 	w := envelope.NewWriter(b.destination, receivedAt, envelope.Head{Source: h.source, Region: h.region})
 	size, queued := 0, 0
 	for i := range b.events {
 		ev := &b.events[i]
-		detail := w.DetailLen(ev.chat, ev.raw)
-		if n := len(h.source) + len(ev.typ) + detail; n > eventbus.MaxEntryBytes {
-			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
+		queue := ev.chat != "" && h.queue != nil
+		if queue {
+			ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
 		}
-		if ev.chat == "" || h.queue == nil {
+		ev.item = envelope.NewItem(ev.dedup, ev.typ, ev.chat, ev.raw)
+		detail := w.ItemDetailLen(&ev.item)
+		if n := len(h.source) + len(ev.typ) + detail; n > eventbus.MaxEntryBytes {
+			return fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
+		}
+		if !queue {
 			size += detail
 			continue
 		}
-		ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
-		n := w.EventLen(ev.dedup, ev.typ, ev.chat, ev.raw)
+		n := w.ItemEventLen(&ev.item)
 		if n > chatqueue.MaxMessageBytes {
-			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, n, chatqueue.MaxMessageBytes)
+			return fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, n, chatqueue.MaxMessageBytes)
 		}
 		size += n
 		queued++
 	}
 	trace := h.traceHeader(ctx)
-	buf := make([]byte, 0, size)
-	entries := make([]eventbus.Entry, len(b.events))
-	var msgs []chatqueue.Message
-	if queued > 0 {
+	buf := sc.buf[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	entries := sc.entries[:0]
+	if cap(entries) < len(b.events) {
+		entries = make([]eventbus.Entry, 0, len(b.events))
+	}
+	msgs := sc.msgs[:0]
+	if cap(msgs) < queued {
 		msgs = make([]chatqueue.Message, 0, queued)
 	}
+	sc.buf, sc.entries, sc.msgs = buf, entries, msgs // kept for the next request, whatever happens below
 	for i := range b.events {
 		ev := &b.events[i]
 		start := len(buf)
 		if ev.dedup == "" {
-			buf = w.AppendDetail(buf, ev.chat, ev.raw)
-			entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: buf[start:len(buf):len(buf)], TraceHeader: trace, EventID: ev.webhookEventID}
+			buf = w.AppendItemDetail(buf, &ev.item)
+			entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: buf[start:len(buf):len(buf)], TraceHeader: trace, EventID: ev.webhookEventID})
 			continue
 		}
 		var detail []byte
-		buf, detail = w.AppendEvent(buf, ev.dedup, ev.typ, ev.chat, ev.raw)
-		entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID}
+		buf, detail = w.AppendItemEvent(buf, &ev.item)
+		entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID})
 		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.GroupID(ev.chat),
 			DedupID: ev.dedup, TraceHeader: trace, EventID: ev.webhookEventID}
 		if len(m.Body) > chatqueue.MaxMessageBytes { // escaped noncharacters made it longer
-			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
+			sc.entries, sc.msgs = entries, msgs
+			return fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
 		}
 		msgs = append(msgs, m)
 	}
-	return entries, msgs, nil
+	sc.entries, sc.msgs = entries, msgs
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/linegate/linegate/pkg/envelope"
 	"github.com/linegate/linegate/pkg/jsonscan"
 )
 
@@ -21,8 +22,9 @@ type event struct {
 	raw            []byte
 	typ            string
 	webhookEventID string
-	chat           string // the group, the room, else the user; "" for none
-	dedup          string // its chat queue message's deduplication ID (handOffs; "" when it has none)
+	chat           string        // the group, the room, else the user; "" for none
+	dedup          string        // its chat queue message's deduplication ID (handOffs; "" when it has none)
+	item           envelope.Item // what handOffs writes around raw, measured once
 
 	// The strings above as read, until parser.finish makes them.
 	typText, idText, chatText text
@@ -72,7 +74,14 @@ const (
 // reads each event's webhookEventId and chat. Every error wraps ErrBody and
 // never quotes the input.
 func parseBody(b []byte, maxEvents int) (body, error) {
-	p := parser{b: b, maxEvents: maxEvents, event: -1}
+	return parseBodyInto(nil, b, maxEvents)
+}
+
+// parseBodyInto is parseBody appending the events to events[:0], so a
+// request can read into a slice an earlier one left (the body's events
+// slice is events when it has room enough).
+func parseBodyInto(events []event, b []byte, maxEvents int) (body, error) {
+	p := parser{b: b, maxEvents: maxEvents, event: -1, out: body{events: events[:0]}}
 	p.s.Reset(b, MaxDepth, true)
 	if p.s.Peek() != jsonscan.Object {
 		if p.s.Err() == nil {
@@ -236,7 +245,9 @@ func (p *parser) body() {
 
 func (p *parser) events() {
 	// A LINE event is a few hundred bytes: room for the usual count at once.
-	p.out.events = make([]event, 0, min(p.maxEvents, len(p.b)/320+1))
+	if n := min(p.maxEvents, len(p.b)/320+1); cap(p.out.events) < n {
+		p.out.events = make([]event, 0, n)
+	}
 	p.s.Array()
 	for n := 0; p.s.Elem(); n++ {
 		if n >= p.maxEvents {

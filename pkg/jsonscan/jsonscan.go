@@ -718,8 +718,27 @@ const (
 
 // str validates the string whose first byte after the opening quote is
 // b[i]; it returns the offset of the closing quote (or -1) and what it saw.
+// The common string (plain ASCII, closed eight bytes or more before the
+// input's end) is read here, eight bytes at a time; anything else from
+// the first byte that needs a look on is strRest's.
 func (s *Scanner) str(i int) (int, uint8) {
-	var flags uint8
+	b := s.b
+	for len(b)-i >= 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if m := special(w); m != 0 {
+			k := bits.TrailingZeros64(m) // the high bit of the first special byte
+			if byte(w>>(k-7)) == '"' {
+				return i + k>>3, 0
+			}
+			return s.strRest(i+k>>3, 0)
+		}
+		i += 8
+	}
+	return s.strRest(i, 0)
+}
+
+// strRest is str from b[i] on, with flags seen so far.
+func (s *Scanner) strRest(i int, flags uint8) (int, uint8) {
 	b := s.b
 	for {
 		// Eight bytes at a time to the first byte that needs a look.
