@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -55,14 +54,15 @@ func (r *recorder[T]) take(items []T, keep func(T) T) error {
 	return nil
 }
 
+// keepMessage and keepEntry copy what a fake keeps of a call.
+func keepMessage(m chatqueue.Message) chatqueue.Message { m.Body = bytes.Clone(m.Body); return m }
+func keepEntry(e eventbus.Entry) eventbus.Entry         { e.Detail = bytes.Clone(e.Detail); return e }
+
 // fakeQueue records what the chat queue was given and fails on demand.
 type fakeQueue struct{ recorder[chatqueue.Message] }
 
 func (f *fakeQueue) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
-	if err := f.take(msgs, func(m chatqueue.Message) chatqueue.Message {
-		m.Body = bytes.Clone(m.Body)
-		return m
-	}); err != nil {
+	if err := f.take(msgs, keepMessage); err != nil {
 		return chatqueue.Result{}, err
 	}
 	return chatqueue.Result{Queued: len(msgs), Calls: 1}, nil
@@ -81,10 +81,7 @@ func bigBody(eventBytes int) []byte {
 type fakePublisher struct{ recorder[eventbus.Entry] }
 
 func (f *fakePublisher) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
-	if err := f.take(entries, func(e eventbus.Entry) eventbus.Entry {
-		e.Detail = bytes.Clone(e.Detail)
-		return e
-	}); err != nil {
+	if err := f.take(entries, keepEntry); err != nil {
 		return eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, err
 	}
 	return eventbus.Result{Accepted: len(entries), Calls: 1}, nil
@@ -398,95 +395,4 @@ type signallingQueue struct{ release chan struct{} }
 func (s *signallingQueue) Send(_ context.Context, m []chatqueue.Message) (chatqueue.Result, error) {
 	close(s.release)
 	return chatqueue.Result{Queued: len(m)}, nil
-}
-
-// checkingSink checks every bus entry and queue message against what the
-// same event was handed off as alone, while the call is on (the handler
-// writes later requests into the same memory once it returns).
-type checkingSink struct {
-	details, bodies map[string]string // by webhookEventId
-	mu              sync.Mutex
-	bad             []string
-}
-
-func (c *checkingSink) fail(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.bad = append(c.bad, fmt.Sprintf(format, args...))
-}
-
-func (c *checkingSink) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
-	time.Sleep(100 * time.Microsecond) // as a call takes time: other requests run meanwhile
-	for _, e := range entries {
-		if want := c.details[e.EventID]; string(e.Detail) != want {
-			c.fail("entry %s: detail %q, alone %q", e.EventID, e.Detail, want)
-		}
-	}
-	return eventbus.Result{Accepted: len(entries)}, nil
-}
-
-func (c *checkingSink) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
-	time.Sleep(100 * time.Microsecond)
-	for _, m := range msgs {
-		if want := c.bodies[m.EventID]; string(m.Body) != want {
-			c.fail("message %s: body %q, alone %q", m.EventID, m.Body, want)
-		}
-	}
-	return chatqueue.Result{Queued: len(msgs)}, nil
-}
-
-// Requests handled at once, of different sizes, each hand off exactly what
-// their events are handed off as alone: the memory a request writes its
-// envelopes into (kept from one request to the next) is never shared with
-// another request while it is being handed off. Run with -race.
-func TestConcurrentRequestsHandOffTheirOwnEnvelopes(t *testing.T) {
-	var bodies [][]byte
-	for k := range 12 {
-		var b strings.Builder
-		fmt.Fprintf(&b, `{"destination":"Ubot%d","events":[`, k)
-		for i := range 1 + k*k%37 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			src := fmt.Sprintf(`,"source":{"type":"user","userId":"U%d-%d"}`, k, i)
-			if i%5 == 4 {
-				src = "" // no chat: the bus only
-			}
-			fmt.Fprintf(&b, `{"type":"message","webhookEventId":"E%d-%d"%s,"message":{"type":"text","text":"%s"}}`, k, i, src, strings.Repeat("x", (k*7+i*13)%300))
-		}
-		b.WriteString(`]}`)
-		bodies = append(bodies, []byte(b.String()))
-	}
-	alone := &checkingSink{details: map[string]string{}, bodies: map[string]string{}}
-	for _, body := range bodies {
-		pub, q := &fakePublisher{}, &fakeQueue{}
-		h := newHandler(t, pub, WithChatQueue(q))
-		if resp, err := h.Handle(context.Background(), "POST", sign(body), body); resp.Status != 200 {
-			t.Fatalf("%d %v", resp.Status, err)
-		}
-		for _, e := range pub.sent {
-			alone.details[e.EventID] = string(e.Detail)
-		}
-		for _, m := range q.sent {
-			alone.bodies[m.EventID] = string(m.Body)
-		}
-	}
-	h := newHandler(t, alone, WithChatQueue(alone))
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range 60 {
-				body := bodies[(g*5+r*7)%len(bodies)]
-				if resp, err := h.Handle(context.Background(), "POST", sign(body), body); resp.Status != 200 {
-					alone.fail("status %d: %v", resp.Status, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if len(alone.bad) > 0 {
-		t.Fatalf("%d hand-offs differ from the same events handed off alone; first: %s", len(alone.bad), alone.bad[0])
-	}
 }
