@@ -110,6 +110,23 @@ func BenchmarkAccept(b *testing.B) {
 	})
 }
 
+// BenchmarkAcceptBusOnly is BenchmarkAccept with no chat queue configured:
+// every event goes to the bus alone, in one hand-off on the request's
+// goroutine. The difference from BenchmarkAccept is what the chat queue's
+// concurrent hand-off and its messages cost.
+func BenchmarkAcceptBusOnly(b *testing.B) {
+	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
+		h := newHandler(b, nopPublisher{})
+		ctx := context.Background()
+		for b.Loop() {
+			resp, _ := h.Handle(ctx, "POST", sig, readBody(body))
+			if resp.Status != 200 {
+				b.Fatal(resp.Status)
+			}
+		}
+	})
+}
+
 // BenchmarkSDKValidateAndSplit is the fair baseline: the SDK's signature
 // check and one json.Unmarshal into raw events.
 func BenchmarkSDKValidateAndSplit(b *testing.B) {
