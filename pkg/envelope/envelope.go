@@ -56,7 +56,8 @@ var ErrMalformed = errors.New("malformed envelope")
 // a JSON object; receivedAt is written in UTC with RFC 3339 nanoseconds.
 func AppendDetail(b []byte, destination, chat string, receivedAt time.Time, event []byte) []byte {
 	w := NewWriter(destination, receivedAt, Head{})
-	return w.AppendDetail(b, chat, event)
+	it := NewItem("", "", chat, event)
+	return w.AppendDetail(b, &it)
 }
 
 // Head is the EventBridge event's own fields around a Detail, as Encode
@@ -201,7 +202,7 @@ type Item struct {
 }
 
 // NewItem measures one event's parts: id and detailType are its EventBridge
-// event's (AppendItemEvent; any value for a Detail alone), chat ("" for
+// event's (AppendEvent; any value for a Detail alone), chat ("" for
 // none) and event (a JSON object) are its Detail's.
 func NewItem(id, detailType, chat string, event []byte) Item {
 	it := Item{id: id, detailType: detailType, chat: chat, event: event, idLen: stringLen(id), typeLen: stringLen(detailType)}
@@ -211,17 +212,8 @@ func NewItem(id, detailType, chat string, event []byte) Item {
 	return it
 }
 
-// DetailLen is the length AppendDetail writes for chat and event.
-func (w *Writer) DetailLen(chat string, event []byte) int {
-	it := Item{chat: chat, event: event}
-	if chat != "" {
-		it.chatLen = stringLen(chat)
-	}
-	return w.ItemDetailLen(&it)
-}
-
-// ItemDetailLen is the length AppendItemDetail writes for it.
-func (w *Writer) ItemDetailLen(it *Item) int {
+// DetailLen is the length AppendDetail writes for it.
+func (w *Writer) DetailLen(it *Item) int {
 	n := w.split + len(`,"event":`) + len(it.event) + 1
 	if it.chat != "" {
 		n += len(`,"chat":`) + it.chatLen
@@ -229,19 +221,10 @@ func (w *Writer) ItemDetailLen(it *Item) int {
 	return n
 }
 
-// AppendDetail appends the JSON of a Detail to b:
+// AppendDetail appends the JSON of it's Detail to b:
 // {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}, the event's
-// bytes copied verbatim (event must be a JSON object).
-func (w *Writer) AppendDetail(b []byte, chat string, event []byte) []byte {
-	it := Item{chat: chat, event: event}
-	if chat != "" {
-		it.chatLen = stringLen(chat)
-	}
-	return w.AppendItemDetail(b, &it)
-}
-
-// AppendItemDetail is AppendDetail for it's chat and event.
-func (w *Writer) AppendItemDetail(b []byte, it *Item) []byte {
+// bytes copied verbatim (the event must be a JSON object).
+func (w *Writer) AppendDetail(b []byte, it *Item) []byte {
 	b = append(b, w.detailHead()...)
 	if it.chat != "" {
 		b = append(b, `,"chat":`...)
@@ -252,31 +235,19 @@ func (w *Writer) AppendItemDetail(b []byte, it *Item) []byte {
 	return append(b, '}')
 }
 
-// EventLen is the length AppendEvent writes (before SafeForSQS).
-func (w *Writer) EventLen(id, detailType, chat string, event []byte) int {
-	it := NewItem(id, detailType, chat, event)
-	return w.ItemEventLen(&it)
-}
-
-// ItemEventLen is the length AppendItemEvent writes (before SafeForSQS).
-func (w *Writer) ItemEventLen(it *Item) int {
-	return w.headLen(it) + w.ItemDetailLen(it) + 1
+// EventLen is the length AppendEvent writes for it (before SafeForSQS).
+func (w *Writer) EventLen(it *Item) int {
+	return w.headLen(it) + w.DetailLen(it) + 1
 }
 
 // AppendEvent appends the EventBridge event whose Detail is AppendDetail's,
 // as Encode writes it (before SafeForSQS), and returns the buffer and the
 // Detail within it: the one Detail serves the bus entry and the chat queue
 // message, written once.
-func (w *Writer) AppendEvent(b []byte, id, detailType, chat string, event []byte) (out, detail []byte) {
-	it := NewItem(id, detailType, chat, event)
-	return w.AppendItemEvent(b, &it)
-}
-
-// AppendItemEvent is AppendEvent for it.
-func (w *Writer) AppendItemEvent(b []byte, it *Item) (out, detail []byte) {
+func (w *Writer) AppendEvent(b []byte, it *Item) (out, detail []byte) {
 	b = w.appendHead(b, it)
 	start := len(b)
-	b = w.AppendItemDetail(b, it)
+	b = w.AppendDetail(b, it)
 	detail = b[start:len(b):len(b)]
 	return append(b, '}'), detail
 }

@@ -180,15 +180,16 @@ func FuzzWriter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, typ, dest, chat, source, region string, event []byte, nanos int64) {
 		at := time.Unix(0, nanos)
 		w := NewWriter(dest, at, Head{Source: source, Region: region})
-		detail := w.AppendDetail([]byte("x"), chat, event)[1:]
+		it := NewItem(id, typ, chat, event)
+		detail := w.AppendDetail([]byte("x"), &it)[1:]
 		if want := AppendDetail(nil, dest, chat, at, event); string(detail) != string(want) {
 			t.Fatalf("Writer's detail %q, AppendDetail's %q", detail, want)
 		}
-		if n := w.DetailLen(chat, event); n != len(detail) {
+		if n := w.DetailLen(&it); n != len(detail) {
 			t.Fatalf("DetailLen %d, wrote %d", n, len(detail))
 		}
-		body, inner := w.AppendEvent(nil, id, typ, chat, event)
-		if n := w.EventLen(id, typ, chat, event); n != len(body) {
+		body, inner := w.AppendEvent(nil, &it)
+		if n := w.EventLen(&it); n != len(body) {
 			t.Fatalf("EventLen %d, wrote %d", n, len(body))
 		}
 		if string(inner) != string(detail) || !bytes.Contains(body, inner) {

@@ -374,7 +374,7 @@ func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc
 			ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
 		}
 		ev.item = envelope.NewItem(ev.dedup, ev.typ, ev.chat, ev.raw)
-		detail := w.ItemDetailLen(&ev.item)
+		detail := w.DetailLen(&ev.item)
 		if n := len(h.source) + len(ev.typ) + detail; n > eventbus.MaxEntryBytes {
 			return fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
 		}
@@ -382,7 +382,7 @@ func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc
 			size += detail
 			continue
 		}
-		n := w.ItemEventLen(&ev.item)
+		n := w.EventLen(&ev.item)
 		if n > chatqueue.MaxMessageBytes {
 			return fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, n, chatqueue.MaxMessageBytes)
 		}
@@ -407,12 +407,12 @@ func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc
 		ev := &b.events[i]
 		start := len(buf)
 		if ev.dedup == "" {
-			buf = w.AppendItemDetail(buf, &ev.item)
+			buf = w.AppendDetail(buf, &ev.item)
 			entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: buf[start:len(buf):len(buf)], TraceHeader: trace, EventID: ev.webhookEventID})
 			continue
 		}
 		var detail []byte
-		buf, detail = w.AppendItemEvent(buf, &ev.item)
+		buf, detail = w.AppendEvent(buf, &ev.item)
 		entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID})
 		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.GroupID(ev.chat),
 			DedupID: ev.dedup, TraceHeader: trace, EventID: ev.webhookEventID}
