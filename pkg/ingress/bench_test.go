@@ -97,26 +97,18 @@ func eachSize(b *testing.B, op func(b *testing.B, n int, body []byte, sig string
 }
 
 // BenchmarkAccept is linegate's accept path (see the top of this file).
-func BenchmarkAccept(b *testing.B) {
-	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
-		h := newHandler(b, nopPublisher{}, WithChatQueue(nopQueue{}))
-		ctx := context.Background()
-		for b.Loop() {
-			resp, _ := h.Handle(ctx, "POST", sig, readBody(body))
-			if resp.Status != 200 {
-				b.Fatal(resp.Status)
-			}
-		}
-	})
-}
+func BenchmarkAccept(b *testing.B) { benchHandle(b, WithChatQueue(nopQueue{})) }
 
 // BenchmarkAcceptBusOnly is BenchmarkAccept with no chat queue configured:
 // every event goes to the bus alone, in one hand-off on the request's
 // goroutine. The difference from BenchmarkAccept is what the chat queue's
 // concurrent hand-off and its messages cost.
-func BenchmarkAcceptBusOnly(b *testing.B) {
+func BenchmarkAcceptBusOnly(b *testing.B) { benchHandle(b) }
+
+// benchHandle runs Handle, with opts, on every body size.
+func benchHandle(b *testing.B, opts ...Option) {
 	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
-		h := newHandler(b, nopPublisher{})
+		h := newHandler(b, nopPublisher{}, opts...)
 		ctx := context.Background()
 		for b.Loop() {
 			resp, _ := h.Handle(ctx, "POST", sig, readBody(body))
