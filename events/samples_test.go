@@ -104,9 +104,9 @@ func TestEverySampleIsCovered(t *testing.T) {
 
 type countingPublisher struct{ n int }
 
-func (c *countingPublisher) Publish(_ context.Context, e []eventbus.Entry) (eventbus.Result, error) {
+func (c *countingPublisher) Start(_ context.Context, e []eventbus.Entry) *eventbus.Publication {
 	c.n += len(e)
-	return eventbus.Result{Accepted: len(e)}, nil
+	return eventbus.Accepted(len(e))
 }
 
 func samples(prefix string) []string {

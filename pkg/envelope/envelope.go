@@ -136,7 +136,6 @@ func (w *Writer) writeParts(b []byte, destination string, receivedAt time.Time, 
 	b = append(b, `,"receivedAt":"`...)
 	stamp := len(b)
 	b = appendStamp(b, receivedAt)
-	stampEnd := len(b)
 	b = append(b, '"')
 	w.split = len(b)
 	b = append(b, `,"source":`...)
@@ -148,9 +147,10 @@ func (w *Writer) writeParts(b []byte, destination string, receivedAt time.Time, 
 	if at.IsZero() {
 		at = receivedAt
 	}
-	if y := at.UTC().Year(); at.Equal(receivedAt) && y >= 0 && y <= 9999 && stampEnd-stamp >= len("2006-01-02T15:04:05Z") {
-		// The same instant: its second is the nanosecond stamp's first 19
-		// bytes ("2006-01-02T15:04:05"), then Z.
+	if (h.Time.IsZero() || at.Equal(receivedAt)) && b[stamp] != '-' && b[stamp+4] == '-' {
+		// The same instant, of a four-digit year (the stamp starts
+		// "YYYY-"): its second is the nanosecond stamp's first 19 bytes
+		// ("2006-01-02T15:04:05"), then Z.
 		b = append(b, b[stamp:stamp+19]...)
 		b = append(b, 'Z')
 	} else {
@@ -163,18 +163,24 @@ func (w *Writer) writeParts(b []byte, destination string, receivedAt time.Time, 
 
 // appendStamp appends t as t.UTC().AppendFormat(b, time.RFC3339Nano) does
 // (the fraction without trailing zeros, none for a whole second), written
-// by hand for the years 0 to 9999 (the others are left to AppendFormat).
+// by hand for the years 0 to 9999 (the others are left to AppendFormat):
+// the calendar date from the Unix day with Hinnant's days-to-civil
+// arithmetic, one division chain instead of time's Date and Clock.
 func appendStamp(b []byte, t time.Time) []byte {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, time.RFC3339Nano)
+	sec := t.Unix()
+	days, rem := sec/86400, sec%86400
+	if rem < 0 {
+		days, rem = days-1, rem+86400
 	}
-	hour, minute, sec := t.Clock()
+	year, month, day := civil(days)
+	if year < 0 || year > 9999 {
+		return t.UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	hour, minute, second := int(rem/3600), int(rem/60%60), int(rem%60)
 	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
 		byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
 		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
-		byte('0'+sec/10), byte('0'+sec%10))
+		byte('0'+second/10), byte('0'+second%10))
 	if ns := t.Nanosecond(); ns != 0 {
 		var frac [10]byte
 		frac[0] = '.'
@@ -189,6 +195,31 @@ func appendStamp(b []byte, t time.Time) []byte {
 		b = append(b, frac[:n]...)
 	}
 	return append(b, 'Z')
+}
+
+// civil is the proleptic Gregorian date of the day days after 1970-01-01
+// (Howard Hinnant's days_from_civil inverse; exact for every int64 day a
+// time.Time's Unix seconds give).
+func civil(days int64) (year, month, day int) {
+	z := days + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097                                  // [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // [0, 365]
+	mp := (5*doy + 2) / 153                                // [0, 11], March first
+	d := doy - (153*mp+2)/5 + 1
+	m := mp + 3
+	if mp >= 10 {
+		m = mp - 9
+	}
+	y := yoe + era*400
+	if m <= 2 {
+		y++
+	}
+	return int(y), int(m), int(d)
 }
 
 // Item is one event's share of what a Writer writes: the strings around the

@@ -255,3 +255,15 @@ func TestSafeForSQS(t *testing.T) {
 		}
 	}
 }
+
+// civil gives time's calendar date for every day from the year -222 to
+// 10,000 (the whole span of the hand-written stamp, and both sides of it).
+func TestCivilMatchesTime(t *testing.T) {
+	for days := int64(-800_000); days <= 3_000_000; days++ {
+		y, m, d := civil(days)
+		wy, wm, wd := time.Unix(days*86400, 0).UTC().Date()
+		if y != wy || m != int(wm) || d != wd {
+			t.Fatalf("civil(%d) = %d-%d-%d, time says %d-%d-%d", days, y, m, d, wy, int(wm), wd)
+		}
+	}
+}

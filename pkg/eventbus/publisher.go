@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -175,90 +176,178 @@ func (p *Publisher) Source() string { return p.source }
 // Publish sends every entry to the bus. It returns nil only when every entry
 // was accepted; otherwise the error wraps ErrNotAccepted and Result.Failed
 // names each entry that did not make it (logged with its webhookEventId).
+// It is Start followed by Wait.
 func (p *Publisher) Publish(ctx context.Context, entries []Entry) (Result, error) {
-	var res Result
-	if len(entries) == 0 {
-		return res, nil
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, p.deadline)
-	defer cancel()
+	return p.Start(ctx, entries).Wait()
+}
 
-	pending := make([]int, 0, len(entries))
+// Publication is a Publish under way: Start returns it as soon as the first
+// PutEvents calls are on their way, so the caller's goroutine can do other
+// I/O meanwhile (the webhook sends to its chat queue) instead of starting a
+// goroutine of its own; Wait gives Publish's outcome.
+type Publication struct {
+	p       *Publisher
+	ctx     context.Context
+	cancel  context.CancelFunc
+	start   time.Time
+	entries []Entry
+	pending []int
+	// last is, per entry still pending, the retryable failure that kept it
+	// pending: what is reported if the deadline passes before it goes through.
+	last   map[int]Failure
+	flight *flight // the round on its way, nil before or between rounds
+	res    Result
+	err    error
+	done   bool
+}
+
+// Done returns a Publication that is already over, with res and err as its
+// outcome: for a publisher that finishes in memory (a stub, an emulator),
+// which has nothing to overlap.
+func Done(res Result, err error) *Publication {
+	return &Publication{res: res, err: err, done: true}
+}
+
+// over are the finished Publications of the usual stub outcome, so a stub
+// accepting everything need not allocate one per call.
+var over = func() []Publication {
+	out := make([]Publication, MaxEntries+1)
+	for n := range out {
+		out[n] = Publication{res: Result{Accepted: n}, done: true}
+	}
+	return out
+}()
+
+// Accepted is Done(Result{Accepted: n}, nil), shared for small n: its
+// Wait only reads it.
+func Accepted(n int) *Publication {
+	if n >= 0 && n < len(over) {
+		return &over[n]
+	}
+	return Done(Result{Accepted: n}, nil)
+}
+
+// Start starts sending every entry to the bus and returns while the calls
+// are on their way (at most the parallelism of them, each on its own
+// goroutine). The caller must keep entries, and the bytes they point to,
+// unchanged until Wait returns, and must call Wait.
+func (p *Publisher) Start(ctx context.Context, entries []Entry) *Publication {
+	if len(entries) == 0 {
+		return Accepted(0)
+	}
+	pb := &Publication{p: p, start: time.Now(), entries: entries, pending: make([]int, 0, len(entries)),
+		last: make(map[int]Failure)}
+	pb.ctx, pb.cancel = context.WithTimeout(ctx, p.deadline)
 	for i, e := range entries {
 		if size := e.Size(p.source); size > p.maxEntry {
-			res.Failed = append(res.Failed, Failure{EventID: e.EventID, Code: "EntryTooLarge",
+			pb.res.Failed = append(pb.res.Failed, Failure{EventID: e.EventID, Code: "EntryTooLarge",
 				Message: fmt.Sprintf("entry is %d bytes, over the %d-byte limit", size, p.maxEntry)})
 			continue
 		}
-		pending = append(pending, i)
+		pb.pending = append(pb.pending, i)
 	}
+	if len(pb.pending) > 0 && pb.ctx.Err() == nil {
+		pb.flight = p.fly(pb.ctx, entries, pb.pending)
+	}
+	return pb
+}
 
-	// last is, per entry still pending, the retryable failure that kept it
-	// pending: what is reported if the deadline passes before it goes through.
-	last := make(map[int]Failure)
+// Wait waits for the calls Start made, re-sends the failed retryable
+// entries (with backoff, within the deadline) and returns what Publish
+// returns. Calling it again returns the same.
+func (pb *Publication) Wait() (Result, error) {
+	if pb.done {
+		return pb.res, pb.err
+	}
+	pb.done = true
+	defer pb.cancel()
+	p, res := pb.p, &pb.res
 	delay := p.backoff
-	for attempt := 0; len(pending) > 0; attempt++ {
+	for attempt := 0; len(pb.pending) > 0; attempt++ {
 		if attempt > 0 {
-			res.Retried += len(pending)
-			p.metrics.Count(MetricPublishRetries, float64(len(pending)))
-			if err := p.sleep(ctx, p.jitter(delay)); err != nil {
+			res.Retried += len(pb.pending)
+			p.metrics.Count(MetricPublishRetries, float64(len(pb.pending)))
+			if err := p.sleep(pb.ctx, p.jitter(delay)); err != nil {
 				break
 			}
 			delay = min(2*delay, p.maxBackoff)
+			if pb.ctx.Err() != nil {
+				break
+			}
+			pb.flight = p.fly(pb.ctx, pb.entries, pb.pending)
 		}
-		if ctx.Err() != nil {
+		if pb.flight == nil {
 			break
 		}
-		retry, failed, calls := p.round(ctx, entries, pending, last)
+		retry, failed, calls := pb.flight.land(pb.last)
+		pb.flight = nil
 		res.Calls += calls
 		res.Failed = append(res.Failed, failed...)
-		pending = retry
+		pb.pending = retry
 	}
-	for _, i := range pending {
-		f := Failure{EventID: entries[i].EventID, Code: "DeadlineExceeded",
+	for _, i := range pb.pending {
+		f := Failure{EventID: pb.entries[i].EventID, Code: "DeadlineExceeded",
 			Message: fmt.Sprintf("publish deadline (%v) passed before the bus accepted the entry", p.deadline)}
-		if l, ok := last[i]; ok {
+		if l, ok := pb.last[i]; ok {
 			f.Code, f.Message = l.Code, f.Message+"; last error: "+l.Message
 		}
 		res.Failed = append(res.Failed, f)
 	}
-	res.Accepted = len(entries) - len(res.Failed)
+	res.Accepted = len(pb.entries) - len(res.Failed)
 	p.metrics.Count(MetricEventsPublished, float64(res.Accepted))
-	p.metrics.Duration(MetricPublishLatency, time.Since(start))
+	p.metrics.Duration(MetricPublishLatency, time.Since(pb.start))
 	if len(res.Failed) == 0 {
-		return res, nil
+		return *res, nil
 	}
 	p.metrics.Count(MetricPublishFailures, float64(len(res.Failed)))
 	for _, f := range res.Failed {
-		p.log.ErrorContext(ctx, "event not published", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
+		p.log.ErrorContext(pb.ctx, "event not published", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
 	}
-	return res, fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotAccepted, len(res.Failed), len(entries),
+	pb.err = fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotAccepted, len(res.Failed), len(pb.entries),
 		res.Failed[0].Code, res.Failed[0].Message)
+	return *res, pb.err
 }
 
-// round sends the pending entries once, in batches, and sorts the outcome into
-// entries to retry (recording why in last) and entries that failed for good.
-func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int, last map[int]Failure) (retry []int, failed []Failure, calls int) {
-	batches := p.batches(entries, pending)
-	type outcome struct {
-		retry  []int
-		why    []Failure // why[k] is why retry[k] is retried
-		failed []Failure
-	}
-	outs := make([]outcome, len(batches))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, p.parallel)
-	for b, batch := range batches {
-		wg.Add(1)
-		sem <- struct{}{}
+// flight is one round of PutEvents calls on its way: the pending entries
+// in batches, sent by at most the publisher's parallelism of goroutines,
+// each taking the next batch until none is left.
+type flight struct {
+	batches [][]int
+	outs    []outcome
+	wg      sync.WaitGroup
+}
+
+// outcome is what one batch's call came to.
+type outcome struct {
+	retry  []int
+	why    []Failure // why[k] is why retry[k] is retried
+	failed []Failure
+}
+
+// fly starts one round: the pending entries, once, in batches.
+func (p *Publisher) fly(ctx context.Context, entries []Entry, pending []int) *flight {
+	f := &flight{batches: p.batches(entries, pending)}
+	f.outs = make([]outcome, len(f.batches))
+	var next atomic.Int64
+	workers := min(p.parallel, len(f.batches))
+	f.wg.Add(workers)
+	for range workers {
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			outs[b].retry, outs[b].why, outs[b].failed = p.send(ctx, entries, batch)
+			defer f.wg.Done()
+			for b := int(next.Add(1) - 1); b < len(f.batches); b = int(next.Add(1) - 1) {
+				o := &f.outs[b]
+				o.retry, o.why, o.failed = p.send(ctx, entries, f.batches[b])
+			}
 		}()
 	}
-	wg.Wait()
-	for _, o := range outs {
+	return f
+}
+
+// land waits for the round and sorts its outcome into entries to retry
+// (recording why in last) and entries that failed for good.
+func (f *flight) land(last map[int]Failure) (retry []int, failed []Failure, calls int) {
+	f.wg.Wait()
+	for _, o := range f.outs {
 		for k, i := range o.retry {
 			if o.why[k].Code != codeDeadline || last[i].Code == "" {
 				last[i] = o.why[k]
@@ -267,7 +356,7 @@ func (p *Publisher) round(ctx context.Context, entries []Entry, pending []int, l
 		retry = append(retry, o.retry...)
 		failed = append(failed, o.failed...)
 	}
-	return retry, failed, len(batches)
+	return retry, failed, len(f.batches)
 }
 
 // batches splits idx into groups of at most MaxEntries entries whose summed

@@ -29,7 +29,9 @@ import (
 //   - BenchmarkAccept: linegate's whole accept path, Handle: the signature,
 //     the exact-key split with its limits (UTF-8, depth, count), each
 //     event's bus entry and, for chat events, its chat queue message (bus
-//     and queue stubbed).
+//     and queue stubbed by senders that finish in memory; the goroutines
+//     the real bus publisher starts for its calls are
+//     BenchmarkAcceptSenders', in senders_bench_test.go).
 //   - BenchmarkSDKValidateAndSplit: the fair baseline, the same work done
 //     the naive way with LINE's SDK: webhook.ValidateSignature, then
 //     json.Unmarshal into the destination and the events as
@@ -44,13 +46,13 @@ import (
 // benchSizes are the events per body the accept path is measured at.
 var benchSizes = []int{1, 10, 100}
 
-// nopPublisher accepts everything: the benchmark measures the accept path
-// (verify + split + build entries and chat queue messages), not the bus nor
-// the queue.
+// nopPublisher accepts everything, in memory: the benchmark measures the
+// accept path (verify + split + build entries and chat queue messages),
+// not the bus nor the queue.
 type nopPublisher struct{}
 
-func (nopPublisher) Publish(_ context.Context, e []eventbus.Entry) (eventbus.Result, error) {
-	return eventbus.Result{Accepted: len(e)}, nil
+func (nopPublisher) Start(_ context.Context, e []eventbus.Entry) *eventbus.Publication {
+	return eventbus.Accepted(len(e))
 }
 
 // nopQueue accepts every chat queue message.
@@ -100,9 +102,8 @@ func eachSize(b *testing.B, op func(b *testing.B, n int, body []byte, sig string
 func BenchmarkAccept(b *testing.B) { benchHandle(b, WithChatQueue(nopQueue{})) }
 
 // BenchmarkAcceptBusOnly is BenchmarkAccept with no chat queue configured:
-// every event goes to the bus alone, in one hand-off on the request's
-// goroutine. The difference from BenchmarkAccept is what the chat queue's
-// concurrent hand-off and its messages cost.
+// every event goes to the bus alone. The difference from BenchmarkAccept is
+// what the chat queue's messages and their hand-off cost.
 func BenchmarkAcceptBusOnly(b *testing.B) { benchHandle(b) }
 
 // benchHandle runs Handle, with opts, on every body size.

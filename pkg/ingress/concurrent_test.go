@@ -2,11 +2,15 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/pkg/chatqueue"
 	"github.com/linegate/linegate/pkg/eventbus"
@@ -14,7 +18,10 @@ import (
 
 // checkingSink checks every bus entry and queue message against what the
 // same event was handed off as alone, while the call is on (the handler
-// writes later requests into the same memory once it returns).
+// writes later requests into the same memory once the hand-off is over).
+// The bus side is the PutEvents of a real eventbus.Publisher, which reads
+// the entries on goroutines of its own while the request's goroutine sends
+// to the queue.
 type checkingSink struct {
 	details, bodies map[string]string // by webhookEventId
 	mu              sync.Mutex
@@ -27,14 +34,26 @@ func (c *checkingSink) fail(format string, args ...any) {
 	c.bad = append(c.bad, fmt.Sprintf(format, args...))
 }
 
-func (c *checkingSink) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
-	time.Sleep(100 * time.Microsecond) // as a call takes time: other requests run meanwhile
-	for _, e := range entries {
-		if want := c.details[e.EventID]; string(e.Detail) != want {
-			c.fail("entry %s: detail %q, alone %q", e.EventID, e.Detail, want)
-		}
-	}
-	return eventbus.Result{Accepted: len(entries)}, nil
+func (c *checkingSink) bus() *eventbus.Publisher {
+	return busOver(&putter{
+		wait: func(context.Context) error {
+			time.Sleep(100 * time.Microsecond) // as a call takes time: other requests run meanwhile
+			return nil
+		},
+		check: func(e types.PutEventsRequestEntry) {
+			var d struct {
+				Event struct{ WebhookEventID string }
+			}
+			detail := aws.ToString(e.Detail)
+			if err := json.Unmarshal([]byte(detail), &d); err != nil {
+				c.fail("entry: detail %q: %v", detail, err)
+				return
+			}
+			if want := c.details[d.Event.WebhookEventID]; detail != want {
+				c.fail("entry %s: detail %q, alone %q", d.Event.WebhookEventID, detail, want)
+			}
+		},
+	})
 }
 
 func (c *checkingSink) Send(_ context.Context, msgs []chatqueue.Message) (chatqueue.Result, error) {
@@ -83,7 +102,7 @@ func TestConcurrentRequestsHandOffTheirOwnEnvelopes(t *testing.T) {
 			alone.bodies[m.EventID] = string(m.Body)
 		}
 	}
-	h := newHandler(t, alone, WithChatQueue(alone))
+	h := newHandler(t, alone.bus(), WithChatQueue(alone))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)

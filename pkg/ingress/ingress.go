@@ -64,12 +64,16 @@ const (
 	MetricRequestsRejected = "RequestsRejected"
 )
 
-// publisher is the one call ingress makes on the bus. Publish must not keep
-// entries, nor the bytes they point to, once it returns: the handler writes
-// the next request's entries into the same memory (eventbus.Publisher
-// copies them into its PutEvents input and waits for its calls).
+// publisher is the one call ingress makes on the bus: Start sends the
+// entries and returns while the calls are on their way, so the request's
+// goroutine sends to the chat queue meanwhile and the two round trips
+// overlap without ingress starting a goroutine of its own
+// (eventbus.Publisher runs its PutEvents calls on goroutines anyway). The
+// publisher may read entries, and the bytes they point to, until Wait
+// returns, and must keep nothing after: the handler writes the next
+// request's entries into the same memory.
 type publisher interface {
-	Publish(ctx context.Context, entries []eventbus.Entry) (eventbus.Result, error)
+	Start(ctx context.Context, entries []eventbus.Entry) *eventbus.Publication
 }
 
 // queuer is the one call ingress makes on the chat queue. Send must not
@@ -259,21 +263,16 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 }
 
 // handOff gives sc's entries to the bus and its messages to the chat queue
-// at once (the queue's on a goroutine of its own, only when there are
-// messages), and returns nil only when both took everything.
+// at once: the bus's calls start, the chat queue is sent to on this
+// goroutine while they are on their way, and then the bus is waited for.
+// It returns nil only when both took everything.
 func (h *Handler) handOff(ctx context.Context, sc *scratch) error {
-	queued := len(sc.msgs) > 0
-	if queued {
-		sc.ctx, sc.queue = ctx, h.queue
-		sc.wg.Add(1)
-		go sc.send()
-	}
-	_, perr := h.pub.Publish(ctx, sc.entries)
+	bus := h.pub.Start(ctx, sc.entries)
 	var qerr error
-	if queued {
-		sc.wg.Wait()
-		qerr = sc.qerr
+	if len(sc.msgs) > 0 {
+		_, qerr = h.queue.Send(ctx, sc.msgs)
 	}
+	_, perr := bus.Wait()
 	if err := errors.Join(perr, qerr); err != nil {
 		return fmt.Errorf("%w: %w", ErrPublish, err)
 	}
@@ -281,9 +280,8 @@ func (h *Handler) handOff(ctx context.Context, sc *scratch) error {
 }
 
 // scratch is the memory one request's accept path writes into: the events
-// read, the one buffer holding all its envelopes, the bus entries and chat
-// queue messages (views into the buffer), and the chat queue hand-off
-// running beside the bus's. Requests take one from scratchPool and give it
+// read, the one buffer holding all its envelopes, and the bus entries and
+// chat queue messages (views into the buffer). Requests take one from scratchPool and give it
 // back when they answer, so a warm webhook writes into memory it already
 // has (no allocation, no garbage to collect, caches warm) — which is why
 // publisher and queuer must keep nothing once they return.
@@ -292,12 +290,6 @@ type scratch struct {
 	buf     []byte
 	entries []eventbus.Entry
 	msgs    []chatqueue.Message
-
-	// The chat queue's hand-off (send).
-	wg    sync.WaitGroup
-	ctx   context.Context
-	queue queuer
-	qerr  error
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -309,13 +301,7 @@ const (
 	maxPooledEvents = 256
 )
 
-// send is the chat queue's hand-off, on its own goroutine.
-func (sc *scratch) send() {
-	defer sc.wg.Done()
-	_, sc.qerr = sc.queue.Send(sc.ctx, sc.msgs)
-}
-
-// release drops what sc points to (bodies, strings, the context) and puts
+// release drops what sc points to (bodies, strings) and puts
 // it back in the pool.
 func (sc *scratch) release() {
 	clear(sc.events)
@@ -328,7 +314,6 @@ func (sc *scratch) release() {
 	if cap(sc.events) > maxPooledEvents {
 		sc.events, sc.entries, sc.msgs = nil, nil, nil
 	}
-	sc.ctx, sc.queue, sc.qerr = nil, nil, nil
 	scratchPool.Put(sc)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/pkg/chatqueue"
@@ -30,8 +35,8 @@ var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 // recorder is what the fake senders share: it counts the calls and keeps
 // copies (made by keep) of what they were given, unless err (set by the
 // test) fails them. It copies because publisher and queuer keep nothing
-// once they return: the handler writes the next request into the same
-// memory, and a fake that kept views would see them change.
+// once the hand-off is over: the handler writes the next request into the
+// same memory, and a fake that kept views would see them change.
 type recorder[T any] struct {
 	mu    sync.Mutex
 	sent  []T
@@ -77,14 +82,45 @@ func bigBody(eventBytes int) []byte {
 	return []byte(`{"destination":"U1","events":[` + ev + `]}`)
 }
 
-// fakePublisher records what the bus was given and fails on demand.
+// fakePublisher records what the bus was given and fails on demand; its
+// publications are over when Start returns.
 type fakePublisher struct{ recorder[eventbus.Entry] }
 
-func (f *fakePublisher) Publish(_ context.Context, entries []eventbus.Entry) (eventbus.Result, error) {
+func (f *fakePublisher) Start(_ context.Context, entries []eventbus.Entry) *eventbus.Publication {
 	if err := f.take(entries, keepEntry); err != nil {
-		return eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, err
+		return eventbus.Done(eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, err)
 	}
-	return eventbus.Result{Accepted: len(entries), Calls: 1}, nil
+	return eventbus.Done(eventbus.Result{Accepted: len(entries), Calls: 1}, nil)
+}
+
+// putter is EventBridge's PutEvents for a real eventbus.Publisher, which
+// calls it on goroutines of its own, as in production: every entry is
+// accepted once wait (when set) returns nil; check (when set) sees every
+// entry first.
+type putter struct {
+	wait  func(ctx context.Context) error
+	check func(e types.PutEventsRequestEntry)
+}
+
+func (p *putter) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if p.wait != nil {
+		if err := p.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := &eventbridge.PutEventsOutput{Entries: make([]types.PutEventsResultEntry, len(in.Entries))}
+	for i, e := range in.Entries {
+		if p.check != nil {
+			p.check(e)
+		}
+		out.Entries[i].EventId = aws.String(fmt.Sprint("id-", i))
+	}
+	return out, nil
+}
+
+// busOver is a real eventbus.Publisher over api.
+func busOver(api *putter) *eventbus.Publisher {
+	return eventbus.NewPublisher(api, "linegate-test", eventbus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
 func newHandler(t testing.TB, pub publisher, opts ...Option) *Handler {
@@ -355,11 +391,20 @@ func TestChatEventsAreQueuedInBodyOrder(t *testing.T) {
 }
 
 // The bus and the chat queue are given the events at the same time: a slow
-// queue does not add its time after the bus's.
+// bus call does not add its time after the queue's. The bus is the real
+// eventbus.Publisher, whose call waits here until the queue has been
+// called.
 func TestBusAndQueueAtOnce(t *testing.T) {
 	text := sample(t, "message-text-user.json")
 	release := make(chan struct{})
-	pub := &blockingPublisher{release: release}
+	pub := busOver(&putter{wait: func(ctx context.Context) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
 	q := &signallingQueue{release: release}
 	h := newHandler(t, pub, WithChatQueue(q))
 	done := make(chan int, 1)
@@ -370,22 +415,10 @@ func TestBusAndQueueAtOnce(t *testing.T) {
 	select {
 	case status := <-done:
 		if status != 200 {
-			t.Fatalf("status %d", status)
+			t.Fatalf("status %d: the bus call waited for the queue until its deadline: they must run at once", status)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the bus waited for the queue (or the queue for the bus): they must run at once")
-	}
-}
-
-// blockingPublisher waits until the queue has been called.
-type blockingPublisher struct{ release chan struct{} }
-
-func (b *blockingPublisher) Publish(ctx context.Context, e []eventbus.Entry) (eventbus.Result, error) {
-	select {
-	case <-b.release:
-		return eventbus.Result{Accepted: len(e)}, nil
-	case <-ctx.Done():
-		return eventbus.Result{}, ctx.Err()
+		t.Fatal("no answer after 5 s: the bus waited for the queue (or the queue for the bus): they must run at once")
 	}
 }
 

@@ -308,6 +308,9 @@ func (s *Scanner) fail(i int, err error) {
 var space = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 func (s *Scanner) ws(i int) int {
+	if i < len(s.b) && s.b[i] > ' ' { // compact JSON: no whitespace here
+		return i
+	}
 	for i < len(s.b) && space[s.b[i]] {
 		i++
 	}
