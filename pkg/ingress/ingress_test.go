@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,10 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/pkg/chatqueue"
@@ -91,36 +86,6 @@ func (f *fakePublisher) Start(_ context.Context, entries []eventbus.Entry) *even
 		return eventbus.Done(eventbus.Result{Accepted: len(entries) - 1, Failed: []eventbus.Failure{{Code: "InternalFailure"}}}, err)
 	}
 	return eventbus.Done(eventbus.Result{Accepted: len(entries), Calls: 1}, nil)
-}
-
-// putter is EventBridge's PutEvents for a real eventbus.Publisher, which
-// calls it on goroutines of its own, as in production: every entry is
-// accepted once wait (when set) returns nil; check (when set) sees every
-// entry first.
-type putter struct {
-	wait  func(ctx context.Context) error
-	check func(e types.PutEventsRequestEntry)
-}
-
-func (p *putter) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	if p.wait != nil {
-		if err := p.wait(ctx); err != nil {
-			return nil, err
-		}
-	}
-	out := &eventbridge.PutEventsOutput{Entries: make([]types.PutEventsResultEntry, len(in.Entries))}
-	for i, e := range in.Entries {
-		if p.check != nil {
-			p.check(e)
-		}
-		out.Entries[i].EventId = aws.String(fmt.Sprint("id-", i))
-	}
-	return out, nil
-}
-
-// busOver is a real eventbus.Publisher over api.
-func busOver(api *putter) *eventbus.Publisher {
-	return eventbus.NewPublisher(api, "linegate-test", eventbus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
 func newHandler(t testing.TB, pub publisher, opts ...Option) *Handler {

@@ -18,7 +18,7 @@ import (
 
 // BenchmarkAcceptSenders is the accept path with the production senders:
 // Handle over the real eventbus.Publisher and chatqueue.Sender, whose SDK
-// clients answer in memory (okBus, okQueue: every entry accepted, no
+// clients answer in memory (putter, okQueue: every entry accepted, no
 // network). Beside BenchmarkAccept, whose senders are stubs, it shows what
 // a production request costs in the webhook's process, the senders' own
 // work (their SDK inputs, their goroutines, their metrics) included: the
@@ -27,7 +27,7 @@ import (
 // "Benchmarks").
 func BenchmarkAcceptSenders(b *testing.B) {
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pub := eventbus.NewPublisher(okBus{}, "linegate-bench", eventbus.WithLogger(discard))
+	pub := eventbus.NewPublisher(&putter{}, "linegate-bench", eventbus.WithLogger(discard))
 	q := chatqueue.New(okQueue{}, "https://sqs.ap-northeast-1.amazonaws.com/123456789012/chats.fifo", chatqueue.Config{Log: discard})
 	eachSize(b, func(b *testing.B, _ int, body []byte, sig string) {
 		h := newHandler(b, pub, WithChatQueue(q))
@@ -41,15 +41,34 @@ func BenchmarkAcceptSenders(b *testing.B) {
 	})
 }
 
-// okBus is a PutEvents that accepts every entry, in memory.
-type okBus struct{}
+// putter is EventBridge's PutEvents for a real eventbus.Publisher, which
+// calls it on goroutines of its own, as in production: every entry is
+// accepted once wait (when set) returns nil; check (when set) sees every
+// entry's Detail first.
+type putter struct {
+	wait  func(ctx context.Context) error
+	check func(detail string)
+}
 
-func (okBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+func (p *putter) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	if p.wait != nil {
+		if err := p.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
 	out := &eventbridge.PutEventsOutput{Entries: make([]ebtypes.PutEventsResultEntry, len(in.Entries))}
-	for i := range out.Entries {
+	for i, e := range in.Entries {
+		if p.check != nil {
+			p.check(aws.ToString(e.Detail))
+		}
 		out.Entries[i].EventId = aws.String("6a7e8feb-b491-4cf7-a9f1-bf3703467718")
 	}
 	return out, nil
+}
+
+// busOver is a real eventbus.Publisher over api.
+func busOver(api *putter) *eventbus.Publisher {
+	return eventbus.NewPublisher(api, "linegate-test", eventbus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 }
 
 // okQueue is a SendMessageBatch that accepts every message, in memory.
