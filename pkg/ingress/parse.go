@@ -262,7 +262,9 @@ func (p *parser) events() {
 		}
 		p.event = n
 		start := p.s.Pos()
-		ev := p.readEvent()
+		p.out.events = append(p.out.events, event{})
+		ev := &p.out.events[len(p.out.events)-1] // read in place: an event is a few hundred bytes
+		p.readEvent(ev)
 		if p.s.Err() != nil {
 			return
 		}
@@ -272,15 +274,14 @@ func (p *parser) events() {
 		}
 		end := p.s.Pos()
 		ev.raw = p.b[start:end:end]
-		p.out.events = append(p.out.events, ev)
 		p.event = -1
 	}
 }
 
-// event reads one event object: its type, webhookEventId and chat (the
-// group, the room, else the user: bot.Source.ChatID's rule).
-func (p *parser) readEvent() event {
-	var ev event
+// readEvent reads one event object into ev (zero): its type,
+// webhookEventId and chat (the group, the room, else the user:
+// bot.Source.ChatID's rule).
+func (p *parser) readEvent(ev *event) {
 	var seen uint32
 	var group, room, user text
 	p.s.Object()
@@ -303,7 +304,6 @@ func (p *parser) readEvent() event {
 	default:
 		ev.chatText = user
 	}
-	return ev
 }
 
 // source reads an event's "source": an object (or null, no chat).
