@@ -88,7 +88,7 @@ bench:
 	@mkdir -p $(BENCH_OUT)
 	@rm -f $(BENCH_OUT)/accept.txt
 	@for i in $$(seq $(BENCH_COUNT)); do \
-	  $(GO) test -run '^$$' -bench 'Accept|SDKValidateAndSplit|Floor|SDKParseRequest' -benchmem -count 1 ./pkg/ingress >> $(BENCH_OUT)/accept.txt || exit 1; \
+	  $(GO) test -run '^$$' -bench 'Accept|SDKValidateAndSplit|Floor|SDKParseRequest' -benchmem -count 1 ./internal/ingress >> $(BENCH_OUT)/accept.txt || exit 1; \
 	done
 	$(BENCHSTAT) -row /events -col .name $(BENCH_OUT)/accept.txt
 	@rm -f $(BENCH_OUT)/worker-before.txt $(BENCH_OUT)/worker-after.txt
@@ -98,7 +98,7 @@ bench:
 	done
 	@if [ -n "$(BEFORE)" ]; then $(BENCHSTAT) -ignore pkg before=$(BENCH_OUT)/worker-before.txt after=$(BENCH_OUT)/worker-after.txt; \
 	else $(BENCHSTAT) $(BENCH_OUT)/worker-after.txt; fi
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./internal/cloud/pattern ./pkg/jsonscan | tee $(BENCH_OUT)/other.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./internal/cloud/pattern ./internal/jsonscan | tee $(BENCH_OUT)/other.txt
 	COLDSTART_STARTS=11 $(GO) test -count=1 -v -run 'TestColdStart$$' ./internal/coldstart
 	$(GO) run ./cmd/linegate bench --work 100ms
 	$(GO) run ./cmd/linegate bench --work 1s

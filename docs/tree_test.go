@@ -1,7 +1,6 @@
-// Package docs_test keeps the README's map of the tree true: every package
-// under pkg/ and internal/ is named in the package tables of "Two worlds in
-// the tree", in the table of its own world, and no table names a package
-// that is gone.
+// Package docs_test keeps docs/architecture.md's map of the tree true: every
+// package under pkg/ and internal/ is named in the package tables of "Two
+// worlds in the tree", and no table names a package that is gone.
 package docs_test
 
 import (
@@ -70,8 +69,8 @@ func named(row, pkg string) bool {
 	return strings.Contains(row, "`"+base+"`") || strings.Contains(row, "`"+path.Base(parent)+"/"+base+"`")
 }
 
-func TestREADMEPackageTablesMatchTheTree(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestPackageTablesMatchTheTree(t *testing.T) {
+	readme, err := os.ReadFile("architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +78,18 @@ func TestREADMEPackageTablesMatchTheTree(t *testing.T) {
 	for _, world := range []string{"pkg", "internal"} {
 		rows := tableRows(string(readme), world)
 		if len(rows) == 0 {
-			t.Fatalf("README has no package table rows for %s/", world)
+			t.Fatalf("architecture.md has no package table rows for %s/", world)
 		}
 		for _, p := range packages(t, "..", world) {
 			if !slices.ContainsFunc(rows, func(r string) bool { return named(r, p) }) {
-				t.Errorf("README's %s/ table does not name %s", world, p)
+				t.Errorf("architecture.md's tables do not name %s/ package %s", world, p)
 			}
 		}
 		for _, r := range rows {
 			for i, quoted := range strings.Split(r, "`") {
 				if i%2 == 1 && strings.Contains(quoted, "/") && !strings.Contains(quoted, " ") &&
 					(strings.HasPrefix(quoted, "pkg/") || strings.HasPrefix(quoted, "internal/")) && !slices.Contains(all, quoted) {
-					t.Errorf("README's table names %s, which is not a package in the tree", quoted)
+					t.Errorf("architecture.md's table names %s, which is not a package in the tree", quoted)
 				}
 			}
 		}

@@ -23,14 +23,14 @@ import (
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/app"
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/notifierfn"
-	"github.com/linegate/linegate/pkg/compose/workerfn"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/eventbus"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/ingress"
+	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/notifierfn"
+	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/eventbus"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/ingress"
 )
 
 // outcome is what a sample is documented to produce. The table lives in

@@ -20,11 +20,11 @@ import (
 	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/stack"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/held"
-	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/linetoken"
-	"github.com/linegate/linegate/pkg/secrets"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/held"
+	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linetoken"
+	"github.com/linegate/linegate/internal/secrets"
 )
 
 // stackFlags are how the commands that call AWS directly (redrive, replay,

@@ -11,9 +11,9 @@ import (
 
 	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 func localCommand(fs *flag.FlagSet) action {

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 func runCLI(args ...string) (int, string, string) {

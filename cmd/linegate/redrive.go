@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/busredrive"
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 // redriveCommand is `linegate redrive`: it moves a dead-letter queue's

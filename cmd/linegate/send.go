@@ -14,7 +14,7 @@ import (
 
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 func sendCommand(fs *flag.FlagSet) action {

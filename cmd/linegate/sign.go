@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 // signCommand is `linegate sign`: the x-line-signature of a file's bytes.

@@ -18,7 +18,7 @@ import (
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/localstate"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // crashToken is the channel access token the test's LINE API accepts.

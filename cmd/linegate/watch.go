@@ -17,8 +17,8 @@ import (
 	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/watch"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Environment a bot process gets from `linegate local --watch`.

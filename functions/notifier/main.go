@@ -10,9 +10,9 @@ import (
 	"context"
 	_ "time/tzdata" // OPERATOR_TIMEZONE must load on provided.al2023 without zoneinfo
 
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/notifierfn"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/notifierfn"
+	"github.com/linegate/linegate/internal/config"
 )
 
 func main() {

@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/quotafn"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/quotafn"
+	"github.com/linegate/linegate/internal/config"
 )
 
 func main() {

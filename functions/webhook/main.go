@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/webhookfn"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/webhookfn"
+	"github.com/linegate/linegate/internal/config"
 )
 
 func main() {

@@ -14,12 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/pkg/app"
-	"github.com/linegate/linegate/pkg/chatops"
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/workerfn"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/chatops"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 func main() {

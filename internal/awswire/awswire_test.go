@@ -20,8 +20,8 @@ import (
 	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/idempotency/idempotencytest"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/idempotency/idempotencytest"
 )
 
 // sdkConfig points the real SDK clients at url, as AWS_ENDPOINT_URL does for

@@ -10,7 +10,7 @@ import (
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/testmem"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // maxBytesPerRecord bounds the heap an event's completed idempotency record

@@ -5,7 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 // SQS is the SQS calls the server serves: every call linegate's functions,

@@ -14,7 +14,7 @@ import (
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/testclock"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // persistedStore opens the state directory dir and returns the idempotency

@@ -19,7 +19,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Baseline designs linegate is compared with.

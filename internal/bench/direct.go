@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/internal/backoff"
 )
 
 // The durable-direct design's queue and workers: what a developer builds who

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/pkg/bot"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // alarmStateAlarm is CloudWatch's ALARM state as /_local/alarms reports it.

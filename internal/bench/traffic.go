@@ -11,7 +11,7 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/internal/backoff"
 )
 
 // plan is the traffic of one run: the kind of each event, by index, and

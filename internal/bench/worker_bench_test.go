@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // batchSize is the template's SQS BatchSize.

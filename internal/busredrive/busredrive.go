@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 // Attributes EventBridge sets on every message it dead-letters from a rule

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 // fakeDLQ hands out its messages once each (as a visibility timeout would

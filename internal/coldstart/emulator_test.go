@@ -32,9 +32,9 @@ import (
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/motoserver"
-	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 // repoRoot is the repository, relative to this package.

@@ -21,9 +21,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 // chromiumFlags are the flags the issue asks for; chromedp adds the remote

@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Status is a check's verdict.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/stack"
-	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 type depths map[string]string

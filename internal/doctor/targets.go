@@ -17,8 +17,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/internal/stack"
-	"github.com/linegate/linegate/pkg/lineapi"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 // verifyBody is LINE's verify request: a signed body without events, which

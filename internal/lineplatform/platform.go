@@ -19,9 +19,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linegate/linegate/pkg/backoff"
-	"github.com/linegate/linegate/pkg/signature"
-	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // Defaults of a Platform.

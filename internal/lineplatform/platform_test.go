@@ -17,7 +17,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
 	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 var secret = []byte("channel-secret")

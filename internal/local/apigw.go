@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 // maxAPIGatewayBody is API Gateway's own payload limit (10 MB); the webhook

@@ -27,7 +27,7 @@ import (
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // queueStats is a queue's CloudWatch view.

@@ -14,10 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/envelope"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/telemetry"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/envelope"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // printer writes the human-readable console of `linegate local`: what

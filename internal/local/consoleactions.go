@@ -19,8 +19,8 @@ import (
 	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/pkg/envelope"
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/envelope"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 // serveSend answers POST /_local/send: the event the page asks for, built

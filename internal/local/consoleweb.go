@@ -12,7 +12,7 @@ import (
 	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/xraycollector"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // consoleState is what the browser console (internal/console) keeps in the

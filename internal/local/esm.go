@@ -11,8 +11,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/backoff"
-	"github.com/linegate/linegate/pkg/envelope"
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/envelope"
 )
 
 // sqsPoller is the SQS calls an event source mapping makes: it receives

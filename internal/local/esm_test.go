@@ -14,7 +14,7 @@ import (
 
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // failingDeletes makes DeleteMessageBatch fail, as a throttled SQS would.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/ring"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // DefaultEventLogSize is how many events /_local/events keeps: the most

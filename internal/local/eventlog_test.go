@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // The event log's rules, step by step: one entry per webhookEventId from the

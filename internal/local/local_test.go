@@ -22,8 +22,8 @@ import (
 	"github.com/linegate/linegate/internal/testbot"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/redrive"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/redrive"
 )
 
 const testTemplate = "../../template.yaml"

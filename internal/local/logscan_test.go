@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/pkg/signature"
-	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // A full run — echo, postback, a crash, a dead-lettered event, an alarm —

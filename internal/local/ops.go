@@ -15,11 +15,11 @@ import (
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/pkg/compose/quotafn"
-	"github.com/linegate/linegate/pkg/compose/workerfn"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/quota"
-	"github.com/linegate/linegate/pkg/signature"
+	"github.com/linegate/linegate/internal/compose/quotafn"
+	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/quota"
+	"github.com/linegate/linegate/internal/signature"
 )
 
 // newLINE builds the local Messaging API the way LINE behaves for this

@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/pkg/held"
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/held"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // postJSON posts v to url and fails the test on a non-2xx answer.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/pkg/app"
+	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 // slowingBot is the example bot with handlers that take 0-40 ms, as a bot

@@ -14,13 +14,13 @@ import (
 
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/console"
-	"github.com/linegate/linegate/pkg/backoff"
-	"github.com/linegate/linegate/pkg/compose/webhookfn"
-	"github.com/linegate/linegate/pkg/compose/workerfn"
-	"github.com/linegate/linegate/pkg/envelope"
-	"github.com/linegate/linegate/pkg/idempotency"
-	"github.com/linegate/linegate/pkg/telemetry"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/compose/webhookfn"
+	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/envelope"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // cloudPorts are the cloud clients the runtime hands its consumers. Each

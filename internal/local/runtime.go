@@ -33,14 +33,14 @@ import (
 	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/xraycollector"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/chatops"
-	"github.com/linegate/linegate/pkg/compose"
-	"github.com/linegate/linegate/pkg/compose/notifierfn"
-	"github.com/linegate/linegate/pkg/compose/webhookfn"
-	"github.com/linegate/linegate/pkg/compose/workerfn"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/telemetry"
-	"github.com/linegate/linegate/pkg/worker"
+	"github.com/linegate/linegate/internal/chatops"
+	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/notifierfn"
+	"github.com/linegate/linegate/internal/compose/webhookfn"
+	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // Defaults of `linegate local`.

@@ -19,7 +19,7 @@ import (
 	"github.com/linegate/linegate/internal/testbot"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 func TestIsLoopback(t *testing.T) {

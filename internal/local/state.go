@@ -9,7 +9,7 @@ import (
 
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/localstate"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // The state directory (`linegate local --state DIR`): the in-memory cloud's

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/pkg/idempotency"
+	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // samWorkerStore is the idempotency store of a worker run by `sam local

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 // ErrNoResource means the stack has no resource of that logical id.

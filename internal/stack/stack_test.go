@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
-	"github.com/linegate/linegate/pkg/config"
+	"github.com/linegate/linegate/internal/config"
 )
 
 // stacks is CloudFormation with a few stacks, each with one queue.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Send is one Messenger.Send: where to, and the messages.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 var _ telemetry.Recorder = (*testmetrics.Recorder)(nil)

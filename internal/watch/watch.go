@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/botproc"
-	"github.com/linegate/linegate/pkg/backoff"
+	"github.com/linegate/linegate/internal/backoff"
 )
 
 // Config says what to watch, how to build and run the bot, and where to

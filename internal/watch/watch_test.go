@@ -21,8 +21,8 @@ import (
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/pkg/config"
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // The test binary doubles as the bot process: with these variables set it

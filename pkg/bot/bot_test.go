@@ -14,7 +14,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
 	"github.com/linegate/linegate/internal/testmessenger"
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Every real webhook sample decodes into typed events and reaches the handler

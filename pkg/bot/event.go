@@ -15,7 +15,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
-	"github.com/linegate/linegate/pkg/lineapi"
+	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // SourceType says where an event came from.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
-	"github.com/linegate/linegate/pkg/jsonscan"
+	"github.com/linegate/linegate/internal/jsonscan"
 )
 
 // The keys an event is read by. The head's are matched as encoding/json

@@ -42,7 +42,7 @@ import (
 	smithy "github.com/aws/smithy-go"
 
 	"github.com/linegate/linegate/internal/cloud/mem/queue"
-	"github.com/linegate/linegate/pkg/telemetry"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // ErrClosed is returned (inside the operation error) by calls made after Close.

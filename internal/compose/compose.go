@@ -1,0 +1,144 @@
+// Package compose is what every linegate function shares at start-up: the
+// observability of one process (JSON logs, EMF metrics flushed per
+// invocation, X-Ray), the SSM client secrets are fetched with, and Main, the
+// whole of a function's main.go. Each function's own wiring lives in a
+// subpackage (webhookfn, workerfn, notifierfn) so that each Lambda binary
+// links only the clients it calls: the webhook links no DynamoDB, SNS or LINE
+// client. `linegate local` builds the same cores through the same
+// subpackages, so what runs on a laptop is what runs in AWS.
+package compose
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/keepalive"
+	"github.com/linegate/linegate/internal/secrets"
+	"github.com/linegate/linegate/internal/telemetry"
+)
+
+// transport is the process's keep-alive pool for LINE calls, shared by
+// every record (keepalive.Conns idle connections per host).
+var transport = sync.OnceValue(func() *http.Transport { return keepalive.Transport(keepalive.Conns) })
+
+// httpClient is a traced client over the process's pool.
+func httpClient() *http.Client { return telemetry.HTTPClient(&http.Client{Transport: transport()}) }
+
+// ParameterGetter is the one SSM call secrets are fetched with
+// (*secrets.SSM in Lambda).
+type ParameterGetter interface {
+	GetParameters(ctx context.Context, names []string) (values map[string]string, invalid []string, err error)
+}
+
+// Common is what every function's core gets besides its own ports.
+type Common struct {
+	Logger  *slog.Logger
+	Metrics telemetry.Recorder
+	// SSM resolves secrets named by parameter; nil when every secret is a
+	// plain (local) value.
+	SSM ParameterGetter
+	// HTTPClient carries LINE calls (traced by telemetry.HTTPClient); nil
+	// means a traced default client.
+	HTTPClient *http.Client
+}
+
+// WithDefaults fills what was left unset: slog's default logger, metrics
+// discarded, a traced HTTP client over the process's keep-alive pool.
+func (c Common) WithDefaults() Common {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = telemetry.Discard
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = httpClient()
+	}
+	return c
+}
+
+// Observability is the telemetry of one function: Common's logger and
+// metrics, plus the EMF metrics to flush after each invocation.
+type Observability struct {
+	Common
+	EMF *telemetry.Metrics
+}
+
+// NewObservability builds a function's observability: logs through log,
+// EMF metrics written to metricsOut under namespace with the Function
+// dimension, and a traced HTTP client over the process's keep-alive pool.
+func NewObservability(log *slog.Logger, metricsOut io.Writer, namespace, function string) Observability {
+	m := telemetry.NewMetrics(metricsOut, namespace)
+	if function != "" {
+		m.SetDimension("Function", function)
+	}
+	return Observability{
+		Common: Common{Logger: log, Metrics: m, HTTPClient: httpClient()},
+		EMF:    m,
+	}
+}
+
+// Flushing wraps a Lambda handler so the metrics of each invocation are
+// written when it returns.
+func Flushing[In, Out any](m *telemetry.Metrics, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		defer func() { _ = m.Flush() }()
+		return h(ctx, in)
+	}
+}
+
+// Config is a function's configuration as Main needs it.
+type Config interface {
+	// MetricsNamespace is the CloudWatch namespace of the function's metrics.
+	MetricsNamespace() string
+}
+
+// Env is what Main hands a function's build step.
+type Env struct {
+	Observability
+	// AWS is the SDK configuration from the Lambda environment, with its
+	// clients instrumented for X-Ray.
+	AWS aws.Config
+	// Function is AWS_LAMBDA_FUNCTION_NAME ("" outside Lambda).
+	Function string
+}
+
+// Main is the whole of a function's main: it reads the configuration with
+// load, loads the AWS configuration, sets up logs (following the function's
+// LoggingConfig), EMF metrics and X-Ray, and calls build for the handler,
+// which it starts with lambda.Start. Every problem before the start is
+// logged as one JSON line naming the function, and the process exits 1, so
+// a misconfigured function fails its INIT loudly instead of answering with
+// half a configuration.
+func Main[C Config](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (any, error)) {
+	ctx := context.Background()
+	cfg, cfgErr := load(os.Getenv)
+	// The SDK clients share one pool per process too, sized like LINE's.
+	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(keepalive.AWSHTTPClient(keepalive.Conns)))
+	env := Env{AWS: awsCfg, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
+	env.Observability = NewObservability(telemetry.NewLambdaLogger(), os.Stdout, cfg.MetricsNamespace(), env.Function)
+	fail := func(err error) {
+		env.Logger.Error(name+" cannot start", "error", err.Error())
+		os.Exit(1)
+	}
+	if err := errors.Join(cfgErr, awsErr); err != nil {
+		fail(err)
+	}
+	telemetry.InstrumentAWS(&env.AWS)
+	env.SSM = secrets.NewSSM(env.AWS)
+	h, err := build(ctx, cfg, env)
+	if err != nil {
+		fail(err)
+	}
+	lambda.Start(h)
+}

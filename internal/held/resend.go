@@ -1,0 +1,129 @@
+package held
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
+	"github.com/linegate/linegate/internal/lineapi"
+)
+
+// queue is the SQS calls a resend makes on the HeldQueue.
+type queue interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// pusher is the one LINE call a resend makes (lineapi.Client).
+type pusher interface {
+	Push(ctx context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error
+}
+
+// Report is what one resend did.
+type Report struct {
+	// Sent items were pushed (or LINE already had them: 409) and deleted.
+	Sent int
+	// Kept items stay held: the quota is still spent, or the push failed.
+	Kept int
+	// Malformed items could not be read; they stay in the queue for a person.
+	Malformed int
+	// QuotaSpent is true when LINE still refused for the monthly limit: the
+	// resend stopped there.
+	QuotaSpent bool
+}
+
+// String is the one-line summary the CLI and the ChatOps reply print.
+func (r Report) String() string {
+	s := fmt.Sprintf("%d held result(s) sent, %d still held", r.Sent, r.Kept)
+	if r.Malformed > 0 {
+		s += fmt.Sprintf(", %d unreadable", r.Malformed)
+	}
+	if r.QuotaSpent {
+		s += " (LINE still answers: monthly limit reached)"
+	}
+	return s
+}
+
+// ErrQuotaSpent is returned by Resend when LINE refused a held push for the
+// monthly limit again: nothing more is tried until quota returns.
+var ErrQuotaSpent = errors.New("held: the monthly message limit is still reached")
+
+// Resend pushes up to max held items (0: all that can be received) from the
+// queue at url through p, oldest first as SQS hands them out. Each sent
+// item is deleted; an item LINE refuses again for the monthly limit is put
+// back at once and the resend stops (ErrQuotaSpent); an item that fails
+// otherwise stays held (it becomes visible again after the queue's
+// visibility timeout). Nothing is ever deleted unsent.
+func Resend(ctx context.Context, q queue, url string, p pusher, max int, log *slog.Logger) (Report, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	var rep Report
+	var failures []error
+	for max <= 0 || rep.Sent+rep.Kept+rep.Malformed < max {
+		n := int32(10)
+		if max > 0 {
+			n = int32(min(10, max-(rep.Sent+rep.Kept+rep.Malformed)))
+		}
+		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: n, WaitTimeSeconds: 0})
+		if err != nil {
+			return rep, fmt.Errorf("held: receive from the held queue: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for i, m := range out.Messages {
+			if rep.QuotaSpent {
+				release(ctx, q, url, out.Messages[i:]...)
+				rep.Kept += len(out.Messages) - i
+				break
+			}
+			it, err := Parse([]byte(aws.ToString(m.Body)))
+			if err != nil {
+				rep.Malformed++
+				log.ErrorContext(ctx, "held item unreadable; left in the queue", "messageId", aws.ToString(m.MessageId), "error", err.Error())
+				continue
+			}
+			err = p.Push(ctx, it.To, it.RetryKey, it.messages()...)
+			switch {
+			case errors.Is(err, lineapi.ErrMonthlyLimit):
+				rep.QuotaSpent = true
+				rep.Kept++
+				release(ctx, q, url, m)
+			case err != nil:
+				rep.Kept++
+				failures = append(failures, fmt.Errorf("held item for event %s: %w", it.WebhookEventID, err))
+			default:
+				if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					// Sent but not deleted: the next resend pushes it with the
+					// same retry key, which LINE answers 409 within 24 h.
+					failures = append(failures, fmt.Errorf("delete sent held item: %w", err))
+				}
+				rep.Sent++
+				log.InfoContext(ctx, "held result sent", "webhookEventId", it.WebhookEventID, "retryKey", it.RetryKey)
+			}
+		}
+		if rep.QuotaSpent {
+			break
+		}
+	}
+	if rep.QuotaSpent {
+		return rep, ErrQuotaSpent
+	}
+	return rep, errors.Join(failures...)
+}
+
+// release makes received messages visible again at once.
+func release(ctx context.Context, q queue, url string, msgs ...sqstypes.Message) {
+	for _, m := range msgs {
+		_, _ = q.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	}
+}

@@ -1,0 +1,158 @@
+package quota_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/internal/alert"
+	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/quota"
+)
+
+const operator = "U0000000000000000000000000000cafe"
+
+type fixture struct {
+	line    *linemock.Server
+	gov     *quota.Governor
+	metrics *testmetrics.Recorder
+	cloud   *mem.Cloud
+	held    string
+	signer  *postback.Signer
+}
+
+func newFixture(t *testing.T, now time.Time) *fixture {
+	t.Helper()
+	f := &fixture{line: linemock.New(), metrics: &testmetrics.Recorder{}, cloud: mem.New()}
+	t.Cleanup(func() { _ = f.cloud.Close() })
+	srv := httptest.NewServer(f.line)
+	t.Cleanup(srv.Close)
+	quiet := slog.New(slog.DiscardHandler)
+	api := lineapi.New("t", lineapi.WithBaseURL(srv.URL), lineapi.WithLogger(quiet))
+	f.signer, _ = postback.NewSigner([]byte("a key only the stack knows"), nil)
+	cards, err := alert.New(api, []string{operator}, alert.WithLogger(quiet), alert.WithButtons(f.signer, time.Hour, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := f.cloud.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("held")})
+	f.held = aws.ToString(q.QueueUrl)
+	f.gov = &quota.Governor{Line: api, Cards: cards, Held: f.cloud, HeldURL: f.held, Loc: time.UTC,
+		Now: testclock.New(now).Now, Log: quiet, Metrics: f.metrics}
+	return f
+}
+
+// Use at 85 % pages once with the projection; running again the same day
+// pages nothing more; 96 % pages the alarm; below 80 % nothing.
+func TestGovernorPagesAtThresholdsOnce(t *testing.T) {
+	mid := time.Date(2026, 12, 16, 0, 0, 0, 0, time.UTC) // 15 of 31 days elapsed
+	tests := []struct {
+		name      string
+		limit     int64
+		used      int64
+		level     string
+		projected int64
+		cards     int
+	}{
+		{"below the warning", 1000, 500, "", 1033, 0},
+		{"warning", 1000, 850, "WARN", 1756, 1},
+		{"alarm", 1000, 960, "ALARM", 1984, 1},
+		{"no limit", -1, 5000, "", 10333, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, mid)
+			f.line.SetQuota(linemock.Quota{Limit: tt.limit, Used: tt.used})
+			st, err := f.gov.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Level != tt.level || st.Projected != tt.projected {
+				t.Fatalf("status %+v, want level %q projected %d", st, tt.level, tt.projected)
+			}
+			if _, err := f.gov.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			msgs := f.line.Messages()
+			if len(msgs) != tt.cards {
+				t.Fatalf("%d cards after two runs, want %d", len(msgs), tt.cards)
+			}
+			if tt.cards == 1 {
+				body := string(msgs[0].Messages[0])
+				if msgs[0].To != operator || !strings.Contains(body, "by the month's end") {
+					t.Fatalf("card %s", body)
+				}
+			}
+			// The card itself is a push: the second run sees it counted.
+			if got, want := f.metrics.Total(quota.MetricUsed), float64(2*tt.used+int64(tt.cards)); got != want {
+				t.Errorf("%s = %v over two runs, want %v", quota.MetricUsed, got, want)
+			}
+		})
+	}
+}
+
+// Held results and quota available again: a card with a signed Resend held
+// button; with the quota still spent, no such card.
+func TestGovernorOffersResendWhenQuotaReturns(t *testing.T) {
+	f := newFixture(t, time.Date(2026, 12, 16, 0, 0, 0, 0, time.UTC))
+	_, _ = f.cloud.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(f.held), MessageBody: aws.String("{}")})
+	f.line.SetQuota(linemock.Quota{Limit: 100, Used: 100})
+	if _, err := f.gov.Run(context.Background()); err != nil {
+		t.Log(err) // the quota card itself cannot be pushed: the quota is spent
+	}
+	if len(f.line.Messages()) != 0 {
+		t.Fatalf("cards pushed with the quota spent: %d", len(f.line.Messages()))
+	}
+	f.line.SetQuota(linemock.Quota{Limit: 1000, Used: 100})
+	st, err := f.gov.Run(context.Background())
+	if err != nil || st.Held != 1 {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	msgs := f.line.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d cards, want the held card", len(msgs))
+	}
+	data := findData(msgs[0].Messages[0])
+	if c, err := f.signer.Verify(data); err != nil || c.Action != postback.ResendHeld {
+		t.Fatalf("Resend held button data %q: %+v %v", data, c, err)
+	}
+}
+
+// buttonData is the data of the first linegate postback in a card.
+var buttonData = regexp.MustCompile(`"data":"(lg1\.[^"]+)"`)
+
+func findData(card []byte) string {
+	if m := buttonData.FindSubmatch(card); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+func TestProject(t *testing.T) {
+	tests := []struct {
+		now  time.Time
+		used int64
+		want int64
+	}{
+		{time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC), 40, 40},     // first hour: no pace yet
+		{time.Date(2026, 12, 16, 12, 0, 0, 0, time.UTC), 500, 1000}, // half of December
+		{time.Date(2026, 2, 15, 0, 0, 0, 0, time.UTC), 700, 1400},   // half of February (28 days)
+		{time.Date(2026, 12, 31, 23, 59, 0, 0, time.UTC), 999, 999}, // the last minute
+	}
+	for _, tt := range tests {
+		if got := quota.Project(tt.used, tt.now); got != tt.want {
+			t.Errorf("Project(%d, %v) = %d, want %d", tt.used, tt.now, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/internal/envelope"
+)
+
+// record is one SQS message on its way through the pipeline: what the steps
+// have learnt of it so far, and the Result being built. Each field is set by
+// one step and read by the steps inside it.
+type record struct {
+	msg      events.SQSMessage
+	detail   envelope.Detail // set by decode
+	head     bot.Head        // set by decode: enough to deduplicate
+	reader   bot.Reader      // decode's reading of the event, which parse builds it from
+	event    *bot.Event      // set by parse, after the claim
+	panicked *panicked       // set by recoverPanics when the handler panicked
+	long     bool            // set by process: the record came from the long-work queue
+	result   Result
+}
+
+// panicked is a recovered handler panic: its value and the stack taken where
+// it was recovered.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+// settle turns the pipeline's error into the record's outcome: an error
+// fails the record; nil acknowledges it, as handled unless a step already
+// named it a duplicate. Settling twice with the same error changes nothing.
+func (r *record) settle(err error) {
+	switch {
+	case err != nil:
+		r.result.Outcome, r.result.Err = OutcomeFailed, err
+	case r.result.Outcome == "":
+		r.result.Outcome = OutcomeOK
+	}
+}
+
+// handler runs the rest of the pipeline for one record. A non-nil error
+// fails the record (SQS delivers it again); nil acknowledges it.
+type handler func(ctx context.Context, r *record) error
+
+// middleware is one step of the pipeline: it wraps the steps after it, and
+// may work before them, after them, or instead of them.
+type middleware func(next handler) handler
+
+// chain wraps last in steps, the first step outermost.
+func chain(steps []middleware, last handler) handler {
+	h := last
+	for i := len(steps) - 1; i >= 0; i-- {
+		h = steps[i](h)
+	}
+	return h
+}
+
+// pipeline lists the steps every record goes through, outermost first; the
+// router's dispatch comes last. The order is the design:
+//   - trace first: the span covers every step, and the context it returns
+//     carries the trace id into the record's log line.
+//   - account around everything that can fail or skip a record, so each
+//     record is counted, logged and observed exactly once, whatever happened.
+//   - settleFailure right inside account, around everything that can fail:
+//     it sees every error (an undecodable record included) and turns it into
+//     a dead letter or a growing retry delay before account reports it.
+//   - decode before idempotent: the claim needs only the envelope and the
+//     event's head. decode reads the record once, front to back, for the
+//     envelope, the head and the rest of a common event (bot.Reader), so
+//     parse builds the event without reading the record again.
+//   - idempotent before parse: a duplicate costs a claim, never the SDK's
+//     full decode nor a LINE client; a parse failure releases the claim.
+//   - bindState after parse: it gives the parsed event its step and
+//     session stores (bot.Once, Event.Session).
+//   - trackHeld inside idempotent: a record whose push was held succeeded
+//     (its claim completes) with outcome "held".
+//   - longWork after parse (the route is known only from the full event)
+//     and inside idempotent: a hand-off completes the event's claim here,
+//     and the long-work queue's run claims its own key.
+//   - reportCrash outside timeout and recoverPanics: it reads the panic that
+//     recoverPanics recorded, and publishes even after the record's deadline.
+//   - timeout bounds the handler only: claim, complete, release and the
+//     crash report run on the invocation's context.
+//   - recoverPanics: it catches the handler's panics (with the handler's
+//     stack) and nothing of the worker's own.
+//   - intercept innermost, right before the router: linegate's own
+//     postbacks (ChatOps) are handled with the handler's deadline and
+//     panic recovery, and never reach the bot.
+//
+// A new step goes in this list where its comment says why.
+func (p *Processor) pipeline() []middleware {
+	return []middleware{
+		trace(p.startSpan, p.traceID),
+		account(p.metrics, p.log, p.observe, p.now),
+		settleFailure(p.queues, p.retry, p.log),
+		decode(p.eventContext),
+		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
+		parse(p.newMessenger),
+		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
+		trackHeld(),
+		longWork(p.long, p.queues, p.longURL, p.newMessenger, p.loadingEvery, p.log),
+		reportCrash(p.crash, p.now, p.log),
+		timeout(p.recordTimeout, p.margin),
+		recoverPanics(),
+		intercept(p.intercept),
+	}
+}

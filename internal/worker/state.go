@@ -1,0 +1,142 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/telemetry"
+)
+
+// StateStore is what a handler's idempotent steps (bot.Once) and chat
+// sessions (bot's Event.Session) need of the idempotency table:
+// *idempotency.DynamoDB and *idempotency.Memory satisfy it.
+type StateStore interface {
+	ClaimValue(ctx context.Context, key string, inProgressFor time.Duration) ([]byte, error)
+	CompleteValue(ctx context.Context, key string, value []byte, keepFor time.Duration) error
+	Release(ctx context.Context, key string) error
+	Get(ctx context.Context, key string) (idempotency.Versioned, error)
+	Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error)
+}
+
+// MetricStepSavesFailed counts step results the store did not take after
+// the step's effect (see eventSteps.Finish).
+const MetricStepSavesFailed = "StepSavesFailed"
+
+// finishPolicy spaces the attempts to store a step's result: the effect has
+// happened, so a throttled write is worth a few tries.
+var finishPolicy = backoff.Policy{First: 50 * time.Millisecond, Max: 400 * time.Millisecond}
+
+const finishAttempts = 4
+
+// eventSteps is bot.Steps for one event: its steps' results live under
+// idempotency.StepKey(event key, step), claimed like records (for the
+// function timeout) and kept like completed records.
+type eventSteps struct {
+	store         StateStore
+	eventKey      string
+	eventID       string
+	inProgressFor time.Duration
+	keepFor       time.Duration
+	log           *slog.Logger
+	metrics       telemetry.Recorder
+}
+
+// Begin implements bot.Steps.
+func (s eventSteps) Begin(ctx context.Context, step string) ([]byte, bool, error) {
+	v, err := s.store.ClaimValue(ctx, idempotency.StepKey(s.eventKey, step), s.inProgressFor)
+	switch {
+	case err == nil:
+		return nil, false, nil
+	case errors.Is(err, idempotency.ErrCompleted):
+		return v, true, nil
+	case errors.Is(err, idempotency.ErrInProgress):
+		return nil, false, fmt.Errorf("%w: %w", bot.ErrStepInProgress, err)
+	}
+	return nil, false, err
+}
+
+// Finish implements bot.Steps: a few attempts with backoff, then a log line
+// and StepSavesFailed. The claim then expires with the function timeout.
+func (s eventSteps) Finish(ctx context.Context, step string, result []byte) {
+	key := idempotency.StepKey(s.eventKey, step)
+	for attempt := 1; ; attempt++ {
+		err := s.store.CompleteValue(ctx, key, result, s.keepFor)
+		if err == nil {
+			return
+		}
+		permanent := errors.Is(err, idempotency.ErrTooLarge) || errors.Is(err, idempotency.ErrNotClaimed)
+		if permanent || attempt == finishAttempts || backoff.Sleep(ctx, finishPolicy.Delay(attempt)) != nil {
+			s.metrics.Count(MetricStepSavesFailed, 1)
+			s.log.ErrorContext(ctx, "step result not saved: a retry after the claim expires runs the step again",
+				"webhookEventId", s.eventID, "step", step, "attempts", attempt, "error", err.Error())
+			return
+		}
+	}
+}
+
+// Abandon implements bot.Steps.
+func (s eventSteps) Abandon(ctx context.Context, step string) {
+	if err := s.store.Release(ctx, idempotency.StepKey(s.eventKey, step)); err != nil {
+		s.log.WarnContext(ctx, "step claim not released: it expires with the function timeout",
+			"webhookEventId", s.eventID, "step", step, "error", err.Error())
+	}
+}
+
+// chatSessions is bot.SessionStore over the idempotency table: one
+// versioned item per chat (idempotency.SessionKey), kept for ttl after its
+// last save.
+type chatSessions struct {
+	store StateStore
+	ttl   time.Duration
+}
+
+// Load implements bot.SessionStore.
+func (s chatSessions) Load(ctx context.Context, chatID string) ([]byte, int64, error) {
+	v, err := s.store.Get(ctx, idempotency.SessionKey(chatID))
+	return v.Value, v.Version, err
+}
+
+// Save implements bot.SessionStore.
+func (s chatSessions) Save(ctx context.Context, chatID string, value []byte, version int64) (int64, error) {
+	v, err := s.store.Put(ctx, idempotency.SessionKey(chatID), value, version, s.ttl)
+	if errors.Is(err, idempotency.ErrConflict) {
+		return 0, fmt.Errorf("%w: %w", bot.ErrSessionConflict, err)
+	}
+	return v, err
+}
+
+// bindState gives the event its step store and its session store when the
+// worker has a StateStore; without one, Once and Session fail with
+// bot.ErrNoSteps and bot.ErrNoSessions.
+func bindState(store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			if store != nil && r.event != nil {
+				bind(r.event, store, inProgressFor, keepFor, sessionTTL, log, m)
+			}
+			return next(ctx, r)
+		}
+	}
+}
+
+// BindState gives e the step and session stores the worker gives every
+// record, over store (an *idempotency.Memory in tests), with the worker's
+// default durations: so a handler that uses bot.Once and Event.Session can
+// be tested by calling it, without a queue.
+func BindState(e *bot.Event, store StateStore, sessionTTL time.Duration) {
+	bind(e, store, 30*time.Second, 48*time.Hour, sessionTTL, slog.New(slog.DiscardHandler), telemetry.Discard)
+}
+
+func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) {
+	e.BindSteps(eventSteps{
+		store: store, eventKey: idempotency.Key(e.WebhookEventID, e.Raw), eventID: e.WebhookEventID,
+		inProgressFor: inProgressFor, keepFor: keepFor, log: log, metrics: m,
+	})
+	e.BindSessions(chatSessions{store: store, ttl: sessionTTL})
+}
