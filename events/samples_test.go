@@ -19,11 +19,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/internal/cloud/pattern"
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/cloud/pattern"
 	"github.com/linegate/linegate/internal/compose"
 	"github.com/linegate/linegate/internal/compose/notifierfn"
 	"github.com/linegate/linegate/internal/compose/workerfn"
@@ -31,6 +28,9 @@ import (
 	"github.com/linegate/linegate/internal/eventbus"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/ingress"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/template"
 )
 
 // outcome is what a sample is documented to produce. The table lives in

@@ -17,14 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/linegate/linegate/internal/doctor"
-	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/linetoken"
+	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/secrets"
+	"github.com/linegate/linegate/internal/stack"
 )
 
 // stackFlags are how the commands that call AWS directly (redrive, replay,

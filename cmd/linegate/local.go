@@ -9,11 +9,11 @@ import (
 	iofs "io/fs"
 	"os"
 
-	"github.com/linegate/linegate/internal/botproc"
-	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/app"
-	"github.com/linegate/linegate/pkg/bot"
+	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 func localCommand(fs *flag.FlagSet) action {

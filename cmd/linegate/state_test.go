@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/localstate"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // crashToken is the channel access token the test's LINE API accepts.

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/botproc"
-	"github.com/linegate/linegate/internal/watch"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/watch"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // Environment a bot process gets from `linegate local --watch`.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/crash"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 func TestTruncateUTF16(t *testing.T) {

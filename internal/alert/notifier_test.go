@@ -17,11 +17,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
-	"github.com/linegate/linegate/internal/golden"
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/crash"
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 const (

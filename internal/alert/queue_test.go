@@ -15,9 +15,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/internal/crash"
 )
 
 // viaQueue delivers an SNS event's records the way the ops queue does: one

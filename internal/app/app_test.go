@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmessenger"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 func event(t *testing.T, raw string, m bot.Messenger) *bot.Event {

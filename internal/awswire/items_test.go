@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/awswire"
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/testmem"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // maxBytesPerRecord bounds the heap an event's completed idempotency record

@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/linegate/linegate/internal/awswire"
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/testclock"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // persistedStore opens the state directory dir and returns the idempotency

@@ -17,9 +17,9 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
+	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // Baseline designs linegate is compared with.

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/cloud/mem"
 )
 
 // The durable-direct design's queue and workers: what a developer builds who

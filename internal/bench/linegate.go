@@ -15,13 +15,13 @@ import (
 
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // alarmStateAlarm is CloudWatch's ALARM state as /_local/alarms reports it.

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
 )
 
 // KindSlow is the text kind of the mix bench's long work ("slow:<n>"): a

@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/internal/backoff"
 )
 
 // plan is the traffic of one run: the kind of each event, by index, and

@@ -11,9 +11,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // batchSize is the template's SQS BatchSize.

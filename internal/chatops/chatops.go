@@ -25,12 +25,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/postback"
 	"github.com/linegate/linegate/internal/redrive"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // Metric names (docs/metrics.md).

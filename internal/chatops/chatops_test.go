@@ -17,15 +17,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/chatops"
 	"github.com/linegate/linegate/internal/cloud/cloudtest"
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/chatops"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 const (

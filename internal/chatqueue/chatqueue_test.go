@@ -16,8 +16,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithy "github.com/aws/smithy-go"
 
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 // fakeQueue answers SendMessageBatch from a script and keeps what it

@@ -28,13 +28,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/internal/coldstart"
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/motoserver"
-	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
 )
 
 // repoRoot is the repository, relative to this package.

@@ -20,10 +20,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/app"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // chromiumFlags are the flags the issue asks for; chromedp adds the remote

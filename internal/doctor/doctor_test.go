@@ -15,10 +15,10 @@ import (
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/stack"
 )
 
 type depths map[string]string

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/internal/stack"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/stack"
 )
 
 // verifyBody is LINE's verify request: a signed body without events, which

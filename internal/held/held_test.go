@@ -17,9 +17,9 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/telemetry"
 )
 

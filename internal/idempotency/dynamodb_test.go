@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/idempotency/idempotencytest"
+	"github.com/linegate/linegate/internal/motoserver"
 )
 
 // motoClient starts moto_server and returns a DynamoDB client for it.

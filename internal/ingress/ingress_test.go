@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/chatqueue"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/eventbus"
+	"github.com/linegate/linegate/internal/golden"
 	"github.com/linegate/linegate/internal/signature"
 )
 

@@ -15,11 +15,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/keepalive"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/internal/keepalive"
 )
 
 const (

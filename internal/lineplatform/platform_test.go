@@ -16,8 +16,8 @@ import (
 
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 var secret = []byte("channel-secret")

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/linetoken"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/template"
 )
 
 // maxAPIGatewayBody is API Gateway's own payload limit (10 MB); the webhook

@@ -25,9 +25,9 @@ import (
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/cloud"
 	"github.com/linegate/linegate/internal/cloud/mem"
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // queueStats is a queue's CloudWatch view.

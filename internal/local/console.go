@@ -13,11 +13,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // printer writes the human-readable console of `linegate local`: what

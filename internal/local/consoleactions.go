@@ -17,9 +17,9 @@ import (
 	"github.com/linegate/linegate/internal/busredrive"
 	"github.com/linegate/linegate/internal/cloud/pattern"
 	"github.com/linegate/linegate/internal/console"
+	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/redrive"
 )
 

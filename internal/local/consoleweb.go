@@ -11,8 +11,8 @@ import (
 
 	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/xraycollector"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/internal/xraycollector"
 )
 
 // consoleState is what the browser console (internal/console) keeps in the

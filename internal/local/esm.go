@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/internal/envelope"
+	"github.com/linegate/linegate/internal/template"
 )
 
 // sqsPoller is the SQS calls an event source mapping makes: it receives

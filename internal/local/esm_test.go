@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/template"
 )
 
 // failingDeletes makes DeleteMessageBatch fail, as a throttled SQS would.

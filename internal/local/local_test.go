@@ -17,13 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/motoserver"
+	"github.com/linegate/linegate/internal/redrive"
 	"github.com/linegate/linegate/internal/testbot"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
-	"github.com/linegate/linegate/internal/redrive"
 )
 
 const testTemplate = "../../template.yaml"

@@ -12,14 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/lineplatform"
-	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/compose/quotafn"
 	"github.com/linegate/linegate/internal/compose/workerfn"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/quota"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/template"
 )
 
 // newLINE builds the local Messaging API the way LINE behaves for this

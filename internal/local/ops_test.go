@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linemock"
 )
 
 // postJSON posts v to url and fails the test on a non-2xx answer.

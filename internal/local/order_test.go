@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/app"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // slowingBot is the example bot with handlers that take 0-40 ms, as a bot

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/linegate/linegate/internal/awswire"
-	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/internal/compose/webhookfn"
 	"github.com/linegate/linegate/internal/compose/workerfn"
+	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"

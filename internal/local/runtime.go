@@ -26,21 +26,21 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/internal/awswire"
-	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/console"
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/localstate"
-	"github.com/linegate/linegate/internal/template"
-	"github.com/linegate/linegate/internal/xraycollector"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/chatops"
+	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/compose"
 	"github.com/linegate/linegate/internal/compose/notifierfn"
 	"github.com/linegate/linegate/internal/compose/webhookfn"
 	"github.com/linegate/linegate/internal/compose/workerfn"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/console"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/internal/xraycollector"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // Defaults of `linegate local`.

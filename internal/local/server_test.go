@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/testbot"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
 )
 
 func TestIsLoopback(t *testing.T) {

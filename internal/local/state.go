@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/linegate/linegate/internal/awswire"
-	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/localstate"
 )
 
 // The state directory (`linegate local --state DIR`): the in-memory cloud's

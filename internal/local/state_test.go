@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/lineplatform"
 )
 
 // samWorkerStore is the idempotency store of a worker run by `sam local

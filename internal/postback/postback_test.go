@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 func signer(t *testing.T, key string, clk *testclock.Clock) *postback.Signer {

@@ -12,14 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/internal/cloud/mem"
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/testclock"
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/alert"
+	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/postback"
 	"github.com/linegate/linegate/internal/quota"
+	"github.com/linegate/linegate/internal/testclock"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 const operator = "U0000000000000000000000000000cafe"

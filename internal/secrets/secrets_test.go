@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/motoserver"
 )
 
 // Against moto's SSM, with the functions' own client (NewSSM): SecureStrings

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/internal/testmetrics"
 )
 
 var _ telemetry.Recorder = (*testmetrics.Recorder)(nil)

@@ -19,8 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/botproc"
 )
 
 // Config says what to watch, how to build and run the bot, and where to

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/botproc"
+	"github.com/linegate/linegate/internal/config"
+	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/testio"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/config"
-	"github.com/linegate/linegate/internal/lineapi"
 )
 
 // The test binary doubles as the bot process: with these variables set it

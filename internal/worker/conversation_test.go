@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/linegate/linegate/internal/crash"
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/bot"
-	"github.com/linegate/linegate/internal/crash"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // tableStore is everything the worker keeps in the idempotency table:

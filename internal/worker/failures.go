@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // DefaultRetryBackoff is how long a record that failed transiently stays

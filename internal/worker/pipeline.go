@@ -5,8 +5,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/envelope"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // record is one SQS message on its way through the pipeline: what the steps

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // StateStore is what a handler's idempotent steps (bot.Once) and chat

@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // errNotDecoded is returned by a step that needs the event's head when no

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testmessenger"
-	"github.com/linegate/linegate/internal/testsns"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/testmessenger"
+	"github.com/linegate/linegate/internal/testsns"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // Each step of the pipeline on its own: a record in the state the steps

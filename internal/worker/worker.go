@@ -30,10 +30,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // ErrPanic wraps the value of a recovered handler panic.

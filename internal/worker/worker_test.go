@@ -19,14 +19,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
-	"github.com/linegate/linegate/internal/linemock"
-	"github.com/linegate/linegate/internal/testmetrics"
-	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/internal/backoff"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/testmetrics"
+	"github.com/linegate/linegate/internal/testsns"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 const token = "test-access-token"

@@ -13,8 +13,8 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
-	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/internal/lineapi"
+	"github.com/linegate/linegate/internal/testmessenger"
 )
 
 // Every real webhook sample decodes into typed events and reaches the handler

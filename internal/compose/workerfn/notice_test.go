@@ -10,9 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/testsns"
 )
 
 // The operator is told once a month however many results are held, by

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/chatops"
 	"github.com/linegate/linegate/internal/compose"
 	"github.com/linegate/linegate/internal/config"
@@ -25,6 +24,7 @@ import (
 	"github.com/linegate/linegate/internal/redrive"
 	"github.com/linegate/linegate/internal/telemetry"
 	"github.com/linegate/linegate/internal/worker"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // TopicPublisher is the one SNS call the worker makes: a crash report.

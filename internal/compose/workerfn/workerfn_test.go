@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/linegate/linegate/internal/testsns"
-	"github.com/linegate/linegate/pkg/bot"
 	"github.com/linegate/linegate/internal/compose"
 	"github.com/linegate/linegate/internal/compose/workerfn"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/testsns"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // token is a plain (local) access token that does not look like one: only

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linegate/linegate/internal/testclock"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/testclock"
 )
 
 // Clock is the fake clock the suite advances to expire claims and markers
