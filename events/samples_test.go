@@ -380,7 +380,7 @@ func TestSNSSamplesAgreeWithTheTemplate(t *testing.T) {
 		return n
 	}
 	// The worker publishes a crash report with the subject "linegate crash:
-	// <event type>" (pkg/worker); SNS's notification carries that subject, and
+	// <event type>" (internal/worker); SNS's notification carries that subject, and
 	// none at all for a message published without one, never "".
 	crash := read("notifier-crash-report.json")
 	var report struct{ EventType string }

@@ -46,7 +46,7 @@ func TestWatchRebuildsTheBot(t *testing.T) {
 	linegateBinary(t) // skips under -short
 	mod := t.TempDir()
 	copyModule(t, "../..", mod)
-	app := filepath.Join(mod, "pkg", "app", "app.go")
+	app := filepath.Join(mod, "internal", "app", "app.go")
 	writeApp := func(prefix string) {
 		t.Helper()
 		if err := os.WriteFile(app, []byte(fmt.Sprintf(appSource, prefix, prefix)), 0o600); err != nil {

@@ -2,8 +2,8 @@
 // the ops queue (the ops SNS topic's subscriber, in batches behind a
 // batching window), and CloudWatch alarm state changes and handler crash
 // reports become Flex cards — one per alarm or stack signature, with a
-// count — pushed to every operator ID. The logic lives in pkg/alert, the
-// wiring in pkg/compose/notifierfn.
+// count — pushed to every operator ID. The logic lives in internal/alert, the
+// wiring in internal/compose/notifierfn.
 package main
 
 import (

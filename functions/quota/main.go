@@ -2,7 +2,7 @@
 // reads the month's message quota and use from LINE, publishes them as
 // metrics, and pages the operators at 80 % and 95 % with the projected
 // month-end use (and when held results can be sent again). The logic lives
-// in pkg/quota, the wiring in pkg/compose/quotafn.
+// in pkg/quota, the wiring in internal/compose/quotafn.
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command webhook is the API Gateway Lambda that verifies LINE's signature,
 // hands every event to EventBridge and every chat event to the FIFO chat
 // queue, and answers in milliseconds. The logic
-// lives in pkg/ingress, the wiring in pkg/compose/webhookfn.
+// lives in internal/ingress, the wiring in internal/compose/webhookfn.
 package main
 
 import (

@@ -1,8 +1,8 @@
 // Command worker is the SQS-triggered Lambda that runs the bot over batches
 // from the interactive (FIFO), long-work and background queues, with partial
 // batch failures.
-// The logic lives in pkg/worker and pkg/bot, the wiring in
-// pkg/compose/workerfn. The bot is yours: replace app.New with your router.
+// The logic lives in internal/worker and pkg/bot, the wiring in
+// internal/compose/workerfn. The bot is yours: replace app.New with your router.
 package main
 
 import (

@@ -1,7 +1,7 @@
 package console_test
 
 // The console in a real browser: Debian's chromium, driven by chromedp,
-// against one `linegate local` (the example bot, pkg/app, as `make local`
+// against one `linegate local` (the example bot, internal/app, as `make local`
 // runs it) shared by every test of this file, each test in a chat of its
 // own. Without chromium the tests skip loudly; in CI (CI set) they fail.
 //

@@ -47,7 +47,7 @@ var fixed atomic.Bool
 // fixedReply is what the fixed handler answers probe:fail with.
 const fixedReply = "Fixed in this deploy: probe:fail handled."
 
-// exampleBot is pkg/app's bot as `linegate local` runs it, plus the fix the
+// exampleBot is internal/app's bot as `linegate local` runs it, plus the fix the
 // redrive test deploys.
 func exampleBot(cfg config.Worker) *bot.Router {
 	r := app.New(app.Config{Probes: cfg.Probes})

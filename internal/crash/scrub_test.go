@@ -71,7 +71,7 @@ func TestScrubKeeps(t *testing.T) {
 		{"nil map", "assignment to entry in nil map", nil},
 		{"hex addresses", "panic({0x4bcd40?, 0xc000123456?})\n\t+0x13a", nil},
 		{"go source path with digits and capitals",
-			"\t/home/runner/work/LineGate2/linegate/pkg/worker/someVeryLongDirectoryName1/worker.go:88 +0x1d", nil},
+			"\t/home/runner/work/LineGate2/linegate/internal/worker/someVeryLongDirectoryName1/worker.go:88 +0x1d", nil},
 		{"module cache path", "/root/go/pkg/mod/github.com/line/line-bot-sdk-go/v8@v8.14.0/linebot/messaging_api/api_messaging_api.go:120", nil},
 		{"function name", "github.com/linegate/linegate/internal/worker.(*Worker).handle(0xc000123456, {0x1234, 0x5})", nil},
 		{"line user id", "push to U4af4980629a0e3c1b2d5f6e7a8b9c0d1 failed", nil},

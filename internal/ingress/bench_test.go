@@ -19,7 +19,7 @@ import (
 // The accept-path benchmarks, run side by side and compared with benchstat
 // (README "Benchmarks"):
 //
-//	go test -run '^$' -bench 'Accept|SDKValidateAndSplit|Floor' -benchmem -count 6 ./pkg/ingress/ > accept.txt
+//	go test -run '^$' -bench 'Accept|SDKValidateAndSplit|Floor' -benchmem -count 6 ./internal/ingress/ > accept.txt
 //	benchstat -row /events -col .name accept.txt
 //
 // Every one starts from the same signed body in memory and first reads it

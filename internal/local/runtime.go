@@ -4,7 +4,7 @@
 // SQS event source mappings (partial batch failures included), the SNS ops
 // topic, CloudWatch alarms on queue metrics, the notifier, X-Ray collection,
 // and a local LINE Messaging API. The functions run the same cores, built by
-// pkg/compose, as the Lambdas.
+// internal/compose, as the Lambdas.
 package local
 
 import (
@@ -73,7 +73,7 @@ type Config struct {
 	Logs        io.Writer // the functions' JSON logs and EMF lines (default: discarded)
 	// Bot builds the bot the worker runs from the worker's configuration
 	// (required: linegate's own packages never import an example bot; the
-	// CLI passes pkg/app's).
+	// CLI passes internal/app's).
 	Bot func(config.Worker) *bot.Router
 	// Options are added to every worker (benchmarks, chaos).
 	WorkerOptions []worker.Option

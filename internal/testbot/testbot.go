@@ -1,6 +1,6 @@
 // Package testbot is the bot the infrastructure's own tests run: a handful of
 // probe behaviours whose words are fixed here, so a change to the example
-// bot (pkg/app, yours to rewrite) never breaks a test of the pipeline.
+// bot (internal/app, yours to rewrite) never breaks a test of the pipeline.
 //
 //   - any text: replied as it is (echo);
 //   - "probe:panic": the handler panics with PanicMessage;
