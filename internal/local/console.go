@@ -179,6 +179,10 @@ func (p *printer) notified(records int, operators []string, err error) {
 	p.line("notifier  %d alert(s) pushed to %s", records, strings.Join(operators, ", "))
 }
 
+func (p *printer) read(chatID string) {
+	p.line("line      messages marked read in %s", chatID)
+}
+
 func (p *printer) loading(chatID string, seconds int) {
 	p.line("line      loading animation shown in %s for %d s", chatID, seconds)
 }

@@ -41,6 +41,10 @@ func (r *Runtime) newLINE() *linemock.Server {
 			r.out.loading(c.ChatID, c.Seconds)
 			r.console.store.Loading(c.ChatID, c.Seconds, c.At)
 		}),
+		linemock.WithOnRead(func(m linemock.ReadMark) {
+			r.out.read(m.Chat)
+			r.console.store.Read(m.Chat, m.MessageID, m.At)
+		}),
 		linemock.WithOnRecord(func(rec linemock.Record) {
 			r.console.store.Sent(rec.To, string(rec.Via), rec.RetryKey, rec.RequestID, rec.Messages, rec.At)
 		}),
