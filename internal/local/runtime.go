@@ -757,9 +757,22 @@ func (r *Runtime) sortedQueues() []template.Queue {
 // A record the worker dead-lettered itself (permanent, malformed, retries
 // exhausted) is marked with its queue's DLQ, so a redrive of that DLQ puts
 // the event back to queued, as one SQS dead-lettered does.
+//
+// A debounce flush that ran its chat's burst handled every event of it: each
+// is booked with the flush's receive.
 func (r *Runtime) observeRecord(res worker.Result) {
 	r.events.observe(res)
 	r.observeReceive(res)
+	if res.Outcome == worker.OutcomeOK || res.Outcome == worker.OutcomeHeld {
+		for _, id := range res.Batch {
+			if id != res.WebhookEventID {
+				in := res
+				in.WebhookEventID, in.Batch = id, nil
+				r.events.observe(in)
+				r.observeReceive(in)
+			}
+		}
+	}
 	if res.Outcome == worker.OutcomeDeadLettered {
 		if q, ok := r.queueByName(res.Queue); ok {
 			if dlq, ok := r.queue(q.RedriveTarget); ok {

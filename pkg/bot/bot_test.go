@@ -52,6 +52,7 @@ func TestSamplesRouteToTheirHandler(t *testing.T) {
 				r.OnFollow(mark("follow"))
 				r.OnUnfollow(mark("unfollow"))
 				r.OnPostback(func(_ context.Context, _ *Event, data string) error { got = "postback:" + data; return nil })
+				r.OnEdited(func(_ context.Context, _ *Event, text string) error { got = "edited:" + text; return nil })
 				r.Default(mark("default"))
 				if err := r.Dispatch(context.Background(), ev); err != nil {
 					t.Fatal(err)
@@ -68,6 +69,8 @@ func TestSamplesRouteToTheirHandler(t *testing.T) {
 				case "postback":
 					d, _ := ev.PostbackData()
 					want = "postback:" + d
+				case "messageEdited":
+					want = "edited:Hello, edited world" // the one edit sample: not a text route's
 				}
 				if ev.Standby() {
 					want = ""

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,7 @@ type Event struct {
 	Raw            json.RawMessage        // the event exactly as LINE sent it
 
 	messenger Messenger
+	batch     []*Event // BindBatch: a debounced burst, this event last
 	sends     atomic.Int32
 	steps     Steps        // Once's store; bound by the worker
 	sessions  SessionStore // Session's store; bound by the worker
@@ -138,6 +140,23 @@ func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Mess
 // LINE client.
 func (e *Event) Bind(m Messenger) { e.messenger = m }
 
+// Batch returns the events this handler call handles, oldest first, the
+// last being e itself: for a route registered with Debounce, every event
+// of the chat's burst; for any other, e alone. A handler answers the batch
+// through e (the newest: its reply token is the freshest); the others'
+// texts, sources and timestamps are theirs.
+func (e *Event) Batch() []*Event {
+	if len(e.batch) == 0 {
+		return []*Event{e}
+	}
+	return slices.Clone(e.batch)
+}
+
+// BindBatch makes events the batch e handles (Batch). The worker binds a
+// debounced burst to its newest event, which must be events' last; an
+// empty events unbinds.
+func (e *Event) BindBatch(events []*Event) { e.batch = slices.Clone(events) }
+
 // Standby reports whether another channel is answering in this chat.
 func (e *Event) Standby() bool { return e.Mode == "standby" }
 
@@ -149,6 +168,16 @@ func (e *Event) Text() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// editedText is the text of an edited text message (messageEdited).
+func (e *Event) editedText() string {
+	if m, ok := e.Typed.(webhook.MessageEditedEvent); ok {
+		if t, ok := m.Message.(webhook.TextMessageContent); ok {
+			return t.Text
+		}
+	}
+	return ""
 }
 
 // PostbackData returns the data of a postback event.

@@ -231,7 +231,7 @@ export class ChatPane {
         this.loadingTimer = setTimeout(() => this.render(t), until - Date.now() + 50);
       }
     }
-    replace(this.list, rows.length ? rows : h('div', {class: 'empty'}, 'Say hello: type below and press Enter. Try "menu", "order", "slow report" or "probe:fail".'));
+    replace(this.list, rows.length ? rows : h('div', {class: 'empty'}, 'Say hello: type below and press Enter. Try "menu", "order", "ask …" (in several quick messages), "slow report" or "probe:fail".'));
     replace(this.quick, !userAfter && lastBot ? quickReply(lastBot, {act: this.act}) : null);
     if (stick || this.rendered !== rows.length) this.list.scrollTop = this.list.scrollHeight;
     this.rendered = rows.length;
