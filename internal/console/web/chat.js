@@ -273,8 +273,9 @@ function userRow(e, displayText, read) {
     h('span', {}, who && r.system.startsWith('You ') ? `${who} ${r.system.slice(4)}` : r.system));
   const bare = ev.type === 'message' && ev.message && ev.message.type !== 'text';
   return h('div', {class: 'row from-user', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId, 'data-read': read ? 'true' : 'false', title: `${fmtTime(e.at)} · webhookEventId ${e.webhookEventId}`},
-    h('div', {class: 'bubble user-bubble' + (bare ? ' bare' : '')}, who ? h('div', {class: 'sender'}, who) : null, r.bubble),
-    h('div', {class: 'meta'}, (read ? 'Read · ' : '') + fmtTime(e.at) + (r.note ? ' · ' + r.note : '')));
+    h('div', {class: 'user-line'}, read ? h('span', {class: 'read-mark', 'data-testid': 'read'}, 'Read') : null,
+      h('div', {class: 'bubble user-bubble' + (bare ? ' bare' : '')}, who ? h('div', {class: 'sender'}, who) : null, r.bubble)),
+    h('div', {class: 'meta'}, fmtTime(e.at) + (r.note ? ' · ' + r.note : '')));
 }
 
 function botRow(e, m, ctx) {
