@@ -10,6 +10,7 @@ import (
 	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/console"
+	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/pkg/bot"
 )
 
@@ -131,5 +132,22 @@ func TestEditsAnsweredNewestOnly(t *testing.T) {
 	})
 	if got := sentMatching(t, rt, group, "", "Edited"); len(got) != 1 {
 		t.Fatalf("%d answers to edits, want the newer's only:\n%s", len(got), describeMessages(got))
+	}
+}
+
+// The same burst against moto_server through the real SDK clients: SQS's
+// own per-message DelaySeconds and message attributes carry the flushes.
+func TestAskBurstOnMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	rt, lp := start(t, Config{TimeScale: 1, EndpointURL: ep, Bot: exampleBot})
+	const user = "U5555555555555555555555555555555e"
+	var ids []string
+	for _, part := range []string{"ask one", "ask two", "ask three"} {
+		ids = append(ids, deliver(t, lp, lp.Text(user, part)))
+	}
+	waitMessage(t, rt, 60*time.Second, user, "reply", "You asked, in 3 messages: \u201cone\u201d \u201ctwo\u201d \u201cthree\u201d")
+	settled(t, rt, 60*time.Second, ids, func(string) string { return "ok" })
+	if got := sentMatching(t, rt, user, "", ""); len(got) != 1 {
+		t.Fatalf("%d sends to the user, want the one answer:\n%s", len(got), describeMessages(got))
 	}
 }
