@@ -202,7 +202,7 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// Since line-bot-sdk-go v8.17.0 (#679) a required array LINE sends empty
+// Since line-bot-sdk-go v8.19.1 (#679) a required array LINE sends empty
 // decodes to an empty slice, not nil: LINE's verify request (no events)
 // gives a CallbackRequest whose Events is empty and non-nil, and an event
 // of a type the SDK knows since v8.22.0 (messageEdited) decodes to its
