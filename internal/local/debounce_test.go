@@ -1,16 +1,23 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/compose/workerfn"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/console"
 	"github.com/linegate/linegate/internal/motoserver"
+	"github.com/linegate/linegate/internal/worker"
 	"github.com/linegate/linegate/pkg/bot"
 )
 
@@ -137,6 +144,9 @@ func TestEditsAnsweredNewestOnly(t *testing.T) {
 
 // The same burst against moto_server through the real SDK clients: SQS's
 // own per-message DelaySeconds and message attributes carry the flushes.
+// moto hands a FIFO group's messages to concurrent consumers (the
+// divergence SQS/FIFOGroupExclusiveWithConcurrentConsumers in cloudtest), so
+// the parts may be appended in any order there; one answer holds all three.
 func TestAskBurstOnMoto(t *testing.T) {
 	ep := motoserver.Start(t)
 	rt, lp := start(t, Config{TimeScale: 1, EndpointURL: ep, Bot: exampleBot})
@@ -145,9 +155,62 @@ func TestAskBurstOnMoto(t *testing.T) {
 	for _, part := range []string{"ask one", "ask two", "ask three"} {
 		ids = append(ids, deliver(t, lp, lp.Text(user, part)))
 	}
-	waitMessage(t, rt, 60*time.Second, user, "reply", "You asked, in 3 messages: \u201cone\u201d \u201ctwo\u201d \u201cthree\u201d")
+	waitMessage(t, rt, 60*time.Second, user, "reply", "You asked, in 3 messages: ")
 	settled(t, rt, 60*time.Second, ids, func(string) string { return "ok" })
-	if got := sentMatching(t, rt, user, "", ""); len(got) != 1 {
+	got := sentMatching(t, rt, user, "", "")
+	if len(got) != 1 {
 		t.Fatalf("%d sends to the user, want the one answer:\n%s", len(got), describeMessages(got))
+	}
+	for _, part := range []string{"\u201cone\u201d", "\u201ctwo\u201d", "\u201cthree\u201d"} {
+		if !strings.Contains(string(got[0].Messages[0]), part) {
+			t.Fatalf("the answer %s does not quote %s", got[0].Messages[0], part)
+		}
+	}
+}
+
+// sendRecorder is the worker's queues with only SendMessage, recorded.
+type sendRecorder struct {
+	workerfn.Queues
+	got []*sqs.SendMessageInput
+}
+
+func (s *sendRecorder) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.got = append(s.got, in)
+	return &sqs.SendMessageOutput{}, nil
+}
+
+// The in-memory cloud divides SQS delays by the time scale; a debounce
+// flush's delay is the user's pause, so the worker's queues multiply it
+// back (within SQS's 15 minutes). Other messages, and an endpoint that
+// keeps real time (scale 1), are left as they are.
+func TestDebounceDelaysKeepConversationTime(t *testing.T) {
+	flush := map[string]sqstypes.MessageAttributeValue{worker.AttrDebounce: {DataType: aws.String("String"), StringValue: aws.String(`{}`)}}
+	tests := []struct {
+		name  string
+		scale float64
+		in    *sqs.SendMessageInput
+		want  int32
+	}{
+		{"a flush at scale 60", 60, &sqs.SendMessageInput{DelaySeconds: 2, MessageAttributes: flush}, 120},
+		{"capped at 15 minutes", 60, &sqs.SendMessageInput{DelaySeconds: 30, MessageAttributes: flush}, 900},
+		{"a flush due now", 60, &sqs.SendMessageInput{DelaySeconds: 0, MessageAttributes: flush}, 0},
+		{"not a flush", 60, &sqs.SendMessageInput{DelaySeconds: 2}, 2},
+		{"an endpoint in real time", 1, &sqs.SendMessageInput{DelaySeconds: 2, MessageAttributes: flush}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &sendRecorder{}
+			q := redriveAware{Queues: rec, scale: tt.scale}
+			before := tt.in.DelaySeconds
+			if _, err := q.SendMessage(context.Background(), tt.in); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.got) != 1 || rec.got[0].DelaySeconds != tt.want {
+				t.Fatalf("sent %+v, want DelaySeconds %d", rec.got, tt.want)
+			}
+			if tt.in.DelaySeconds != before {
+				t.Fatal("the caller's input was changed")
+			}
+		})
 	}
 }

@@ -523,7 +523,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
 		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
-		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out}, Silencer: r.silencer,
+		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out, scale: r.delayScale()}, Silencer: r.silencer,
 		Observer: r.observeRecord, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {
@@ -751,6 +751,15 @@ func (r *Runtime) sortedQueues() []template.Queue {
 	qs := append([]template.Queue(nil), r.top.Queues...)
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
 	return qs
+}
+
+// delayScale is how much the cloud divides SQS delays by: the time scale
+// for the in-memory cloud, 1 for an endpoint (it keeps real time).
+func (r *Runtime) delayScale() float64 {
+	if r.mem == nil || r.cfg.TimeScale <= 1 {
+		return 1
+	}
+	return r.cfg.TimeScale
 }
 
 // observeRecord books one worker receive in the event log and the console.
