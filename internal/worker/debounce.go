@@ -30,8 +30,8 @@ import (
 //     is left of the burst's longest wait) and the AttrDebounce attribute.
 //     The record then completes as OutcomeDebounced. A retried record finds
 //     itself in the buffer and only schedules its flush again.
-//   - A flush arriving before it is due (`linegate local` compresses SQS
-//     delays, never the conversation's time) waits until it is.
+//   - A flush arriving before it is due (the window is conversation time,
+//     and `linegate local` compresses SQS delays) waits until it is.
 //   - A due flush, the last of its burst (no newer event of the chat's route
 //     was appended) or one past the burst's longest wait, seals the pending
 //     events into a batch kept under the flush's own key, then runs the
