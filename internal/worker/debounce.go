@@ -103,6 +103,9 @@ func (f *flushSpec) key(eventKey string) string {
 	return k
 }
 
+// maxSQSDelay is the longest delay SQS gives a message.
+const maxSQSDelay = 15 * time.Minute
+
 // recheck is how long a due flush waits for an earlier batch of its chat
 // before it looks again.
 const recheck = 2 * time.Second
@@ -346,7 +349,7 @@ func (c debounceConfig) schedule(ctx context.Context, msg events.SQSMessage, f f
 		return err
 	}
 	delay := time.Duration(f.Due-c.now().UnixMilli()) * time.Millisecond
-	seconds := int32(min(max(math.Ceil(delay.Seconds()), 0), bot.MaxDebounce.Seconds()))
+	seconds := int32(min(max(math.Ceil(delay.Seconds()), 0), maxSQSDelay.Seconds()))
 	_, err = c.queues.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(c.longURL), MessageBody: aws.String(msg.Body), DelaySeconds: seconds,
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{

@@ -125,7 +125,7 @@ func TestDebouncedRoutes(t *testing.T) {
 		{"not debounced", textEvent(t, "hello", "active"), "", 0, 0},
 		{"a debounced text route", textEvent(t, "ask me", "active"), "text:ask", 2 * time.Second, 10 * time.Second},
 		{"a longer prefix without it", textEvent(t, "ask now please", "active"), "", 0, 0},
-		{"clamped to MaxDebounce", textEvent(t, "wait", "active"), "text:wait", MaxDebounce, MaxDebounce},
+		{"clamped to maxDebounce", textEvent(t, "wait", "active"), "text:wait", maxDebounce, maxDebounce},
 		{"a window of 0 is off", textEvent(t, "off", "active"), "", 0, 0},
 		{"maxWait under window is window", postback, "type:postback", time.Second, time.Second},
 		{"standby never is", textEvent(t, "ask me", "standby"), "", 0, 0},

@@ -35,10 +35,10 @@ type routeOptions struct {
 // result is not ordered with the chat's later messages (docs/adr/0002).
 func Long() RouteOption { return func(o *routeOptions) { o.long = true } }
 
-// MaxDebounce is the longest debounce window and wait: SQS delays a
+// maxDebounce is the longest debounce window and wait: SQS delays a
 // message at most 15 minutes, and the worker waits for a burst's end with
 // such a delay.
-const MaxDebounce = 15 * time.Minute
+const maxDebounce = 15 * time.Minute
 
 // Debounce hands one handler call all of a chat's messages of this route
 // that arrive in a burst: people split one thought into several quick
@@ -55,7 +55,7 @@ const MaxDebounce = 15 * time.Minute
 // is not ordered with the chat's later messages of other routes, which are
 // answered while the burst waits. Without a long-work queue (a worker
 // built without one) every event runs on its own. A window of 0 or less
-// turns debouncing off; window and maxWait are capped at MaxDebounce, and
+// turns debouncing off; window and maxWait are capped at 15 minutes, and
 // a maxWait under window is window.
 func Debounce(window, maxWait time.Duration) RouteOption {
 	return func(o *routeOptions) {
@@ -63,8 +63,8 @@ func Debounce(window, maxWait time.Duration) RouteOption {
 			o.window, o.maxWait = 0, 0
 			return
 		}
-		o.window = min(window, MaxDebounce)
-		o.maxWait = min(max(maxWait, o.window), MaxDebounce)
+		o.window = min(window, maxDebounce)
+		o.maxWait = min(max(maxWait, o.window), maxDebounce)
 	}
 }
 
