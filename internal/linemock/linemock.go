@@ -286,6 +286,7 @@ type Server struct {
 	channel     Channel
 	replyTokens map[string]*replyToken
 	readTokens  map[string]readToken
+	readOrder   *ring.Buffer[string] // readTokens' keys, oldest first
 	retryKeys   map[string]acceptedPush
 	faults      map[string][]*Fault
 	records     *ring.Buffer[Record]
@@ -339,6 +340,7 @@ func New(opts ...Option) *Server {
 	s.records = ring.New[Record](s.maxRecords)
 	s.loading = ring.New[LoadingCall](s.maxRecords)
 	s.reads = ring.New[ReadMark](s.maxRecords)
+	s.readOrder = ring.New[string](MaxReadTokens)
 	return s
 }
 
@@ -351,14 +353,19 @@ func (s *Server) IssueMarkAsReadToken(token, chat, messageID string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.readTokens) >= maxReadTokens {
-		clear(s.readTokens) // tokens never expire; a dev server forgets them in bulk rather than grow
+	if _, known := s.readTokens[token]; known {
+		return
 	}
 	s.readTokens[token] = readToken{chat: chat, messageID: messageID}
+	if old, evicted := s.readOrder.Push(token); evicted {
+		delete(s.readTokens, old)
+	}
 }
 
-// maxReadTokens bounds the read tokens a Server remembers.
-const maxReadTokens = 100000
+// MaxReadTokens is how many markAsReadTokens a Server remembers, the
+// newest: LINE's never expire, and a dev server left running all day must
+// not grow with every message (a token older than that is refused).
+const MaxReadTokens = 10000
 
 // Reads returns a copy of the accepted mark-as-read requests still kept
 // (the newest WithMaxRecords), oldest first.

@@ -795,3 +795,28 @@ func TestMarkAsRead(t *testing.T) {
 		t.Fatalf("Reads() = %+v", r)
 	}
 }
+
+// The Server remembers the newest MaxReadTokens read tokens: a long-running
+// dev server does not grow with every message, and the oldest token is
+// the one forgotten.
+func TestReadTokensBounded(t *testing.T) {
+	s := New()
+	for i := range MaxReadTokens + 1 {
+		s.IssueMarkAsReadToken(fmt.Sprintf("rt-%d", i), "U1", fmt.Sprint(i))
+	}
+	s.IssueMarkAsReadToken("rt-1", "U1", "1") // known: not issued twice
+	if res := call(t, s, request{path: PathMarkAsRead, body: `{"markAsReadToken":"rt-0"}`}); res.status != 400 {
+		t.Fatalf("the oldest token: %d, want forgotten (400)", res.status)
+	}
+	for _, tok := range []string{"rt-1", fmt.Sprintf("rt-%d", MaxReadTokens)} {
+		if res := call(t, s, request{path: PathMarkAsRead, body: `{"markAsReadToken":"` + tok + `"}`}); res.status != 200 {
+			t.Fatalf("%s: %d, want remembered", tok, res.status)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.readTokens)
+	s.mu.Unlock()
+	if n != MaxReadTokens {
+		t.Fatalf("%d tokens kept, want %d", n, MaxReadTokens)
+	}
+}
