@@ -36,11 +36,11 @@ import (
 //     was appended) or one past the burst's longest wait, seals the pending
 //     events into a batch kept under the flush's own key, then runs the
 //     handler once on the batch's newest event, with the batch bound
-//     (Event.Batch). Its claim, steps (bot.Once) and retry keys are the
-//     newest event's. When the handler fails the batch stays sealed, so
-//     the flush's retry runs the same events again (never a bigger batch);
-//     when it succeeds the batch's events are recorded as done and it is
-//     removed. Any other flush of the burst finds nothing due and completes
+//     (Event.Batch). Its steps (bot.Once) and retry keys are the newest
+//     event's; its claim is the flush's. When the handler fails the batch
+//     stays sealed, so the flush's retry runs the same events again (never
+//     a bigger batch); when it succeeds the batch's events are recorded as
+//     done and it is removed. Any other flush of the burst finds nothing due and completes
 //     as OutcomeDebounced.
 //   - A chat's batches run one at a time: a due flush waits while an
 //     earlier batch of its chat has been sealed for less than the function
