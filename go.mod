@@ -20,7 +20,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0
-	github.com/line/line-bot-sdk-go/v8 v8.14.0
+	github.com/line/line-bot-sdk-go/v8 v8.22.0
 	github.com/oklog/ulid/v2 v2.1.2
 	go.etcd.io/bbolt v1.4.3
 	gopkg.in/yaml.v3 v3.0.1

@@ -8,6 +8,13 @@
 //     capacity behind the loading animation, works for SlowWork (5 s), then
 //     answers — by reply if the token is still fresh, by push otherwise —
 //     while the chat's next messages and other users' are answered at once;
+//   - "ask …": a question people often split over several quick messages:
+//     the route is debounced (bot.Debounce, AskWindow 2 s), so a burst of
+//     "ask" messages gets one answer quoting every part, after the bot has
+//     marked them read (Event.MarkAsRead);
+//   - an edited message (messageEdited, in groups): answers with what the
+//     message says now; an older edit arriving after a newer one is not
+//     answered (the worker drops it);
 //   - "order": a two-question order (drink, then size) with quick-reply
 //     buttons, its state in the chat's session (Event.Session) and the
 //     order placed once per event (bot.Once);
@@ -42,6 +49,13 @@ type Config struct {
 	SlowWork time.Duration
 }
 
+// AskWindow is the debounce window of "ask": the pause that ends a burst.
+// AskMaxWait bounds how long a burst that keeps going waits for its answer.
+const (
+	AskWindow  = 2 * time.Second
+	AskMaxWait = 10 * time.Second
+)
+
 // ErrProbe is what probe:fail fails with.
 var ErrProbe = errors.New("probe:fail: this handler always fails (PROBES_ENABLED=true)")
 
@@ -72,6 +86,10 @@ func New(cfg Config) *bot.Router {
 		}
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
 	}, bot.Long())
+	r.OnText("ask", answerAsk, bot.Debounce(AskWindow, AskMaxWait))
+	r.OnEdited(func(ctx context.Context, e *bot.Event, text string) error {
+		return e.ReplyText(ctx, "Edited: now it says \u201c"+text+"\u201d")
+	})
 	r.OnText("order", startOrder)
 	r.OnText("menu", showMenu)
 	r.OnPostback(func(ctx context.Context, e *bot.Event, data string) error {
@@ -84,7 +102,7 @@ func New(cfg Config) *bot.Router {
 		return e.ReplyText(ctx, "You chose: "+data)
 	})
 	r.OnFollow(func(ctx context.Context, e *bot.Event) error {
-		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"menu\", \"order\", or \"slow\" for a long job.")
+		return e.ReplyText(ctx, "Thanks for adding me! Send me anything and I will echo it. Try \"menu\", \"order\", \"ask\" (in as many messages as you like), or \"slow\" for a long job.")
 	})
 	if cfg.Probes {
 		r.OnText("probe:panic", func(context.Context, *bot.Event, string) error {
@@ -105,4 +123,23 @@ func New(cfg Config) *bot.Router {
 		})
 	}
 	return r
+}
+
+// answerAsk answers a burst of "ask" messages once: it marks them read
+// (the newest's token covers the ones before it), then quotes every part.
+func answerAsk(ctx context.Context, e *bot.Event, _ string) error {
+	if err := e.MarkAsRead(ctx); err != nil && !errors.Is(err, bot.ErrNoReadToken) {
+		return err
+	}
+	batch := e.Batch()
+	parts := make([]string, 0, len(batch))
+	for _, ev := range batch {
+		text, _ := ev.Text()
+		parts = append(parts, "\u201c"+strings.TrimSpace(strings.TrimPrefix(text, "ask"))+"\u201d")
+	}
+	head := "You asked"
+	if len(parts) > 1 {
+		head = fmt.Sprintf("You asked, in %d messages", len(parts))
+	}
+	return e.ReplyText(ctx, head+": "+strings.Join(parts, " "))
 }

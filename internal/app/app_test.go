@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ func TestExampleBot(t *testing.T) {
 		wantFinal   bool
 	}{
 		{name: "echo", raw: text("hello"), wantText: "hello"},
+		{name: "one ask on its own", raw: text("ask what time is it"), wantText: "You asked: \u201cwhat time is it\u201d"},
 		{name: "slow is long work", raw: text("slow report"), wantText: "Done with report", wantLong: true},
 		{name: "follow", raw: `{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"replyToken":"rt"}`, wantText: "Thanks for adding me"},
 		{name: "postback", raw: `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"replyToken":"rt","postback":{"data":"action=buy"}}`, wantText: "You chose: action=buy"},
@@ -146,5 +149,60 @@ func TestOrderQuestionsHaveButtons(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %s", b, want)
 		}
+	}
+}
+
+// A debounced burst of "ask" messages gets one answer quoting every part in
+// order, after the bot marked them read with the newest message's token
+// (it covers the ones before it).
+func TestAskAnswersTheWholeBurst(t *testing.T) {
+	r := New(Config{})
+	rec := &testmessenger.Messenger{}
+	var batch []*bot.Event
+	for i, part := range []string{"ask what is", "ask the capital", "ask of France?"} {
+		raw := fmt.Sprintf(`{"type":"message","mode":"active","timestamp":%d,"source":{"type":"user","userId":"U1"},"webhookEventId":"01A%d","replyToken":"rt-%d","message":{"id":"%d","type":"text","markAsReadToken":"read-%d","text":%q}}`,
+			i+1, i, i, i, i, part)
+		batch = append(batch, event(t, raw, rec))
+	}
+	newest := batch[len(batch)-1]
+	if route, window, _ := r.Debounced(newest); route == "" || window != AskWindow {
+		t.Fatalf("ask is not debounced by %v: %q %v", AskWindow, route, window)
+	}
+	newest.BindBatch(batch)
+	if err := r.Dispatch(context.Background(), newest); err != nil {
+		t.Fatal(err)
+	}
+	want := "You asked, in 3 messages: \u201cwhat is\u201d \u201cthe capital\u201d \u201cof France?\u201d"
+	if got := rec.Texts(); len(got) != 1 || got[0] != want {
+		t.Fatalf("answers %q, want [%q]", got, want)
+	}
+	if s := rec.Sends(); s[0].Target.ReplyToken != "rt-2" {
+		t.Fatalf("answered with %q, want the newest reply token", s[0].Target.ReplyToken)
+	}
+	if reads := rec.Reads(); len(reads) != 1 || reads[0] != "read-2" {
+		t.Fatalf("read marks %q, want the newest message's token", reads)
+	}
+}
+
+// An edit (LINE's messageEdited sample, in a group) is answered with what
+// the message says now.
+func TestEditIsAnswered(t *testing.T) {
+	b, err := os.ReadFile("../../pkg/bot/testdata/messageEdited-group.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Events []json.RawMessage }
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	rec := &testmessenger.Messenger{}
+	if err := New(Config{}).Dispatch(context.Background(), event(t, string(body.Events[0]), rec)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Texts(); len(got) != 1 || got[0] != "Edited: now it says \u201cHello, edited world\u201d" {
+		t.Fatalf("answers %q", got)
+	}
+	if s := rec.Sends(); s[0].Target.To != "Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f" {
+		t.Fatalf("answered in %q, want the group", s[0].Target.To)
 	}
 }

@@ -257,6 +257,9 @@ func (replyOnly) Push(context.Context, string, string, ...messaging_api.MessageI
 // ShowLoading is not something the samples do.
 func (replyOnly) ShowLoading(context.Context, string, int) error { return nil }
 
+// MarkAsRead is not something the samples do.
+func (replyOnly) MarkAsRead(context.Context, string) error { return nil }
+
 // dropConnection closes the request's connection without a response.
 func dropConnection(w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()

@@ -45,6 +45,7 @@ func (r *replies) Push(context.Context, string, string, ...messaging_api.Message
 	return nil
 }
 func (r *replies) ShowLoading(context.Context, string, int) error { return nil }
+func (r *replies) MarkAsRead(context.Context, string) error       { return nil }
 
 type silencer struct{ calls []string }
 

@@ -36,6 +36,22 @@ func TestBrowserLoadingAnimationWhileLongWorkRuns(t *testing.T) {
 	p.wait("the loading animation gone", `document.querySelector('#chat [data-testid=loading]') === null`, chatDump)
 }
 
+// Three quick "ask" messages (a debounced route, 2 s): the chat shows each
+// as the user's bubble, then "Read" under all three once the bot marked
+// them read, and one answer quoting the three.
+func TestBrowserAskBurstIsReadAndAnsweredOnce(t *testing.T) {
+	p := open(t, user("ask"))
+	for _, part := range []string{"ask what is", "ask the capital", "ask of France?"} {
+		p.typeText(part)
+		p.wait("the bubble of "+part, userSays(part), chatDump)
+	}
+	p.wait("the one answer", botSays("You asked, in 3 messages"), chatDump)
+	p.wait("Read under the three messages", `[...document.querySelectorAll('#chat [data-testid=chat-message][data-from=user]')].filter(m => m.dataset.read === 'true' && m.querySelector('[data-testid=read]') !== null).length === 3`, chatDump)
+	if n := eval[int](p, `document.querySelectorAll('#chat [data-testid=chat-message][data-from=bot]').length`); n != 1 {
+		t.Fatalf("%d bot bubbles, want the one answer; the chat showed:\n%s", n, p.dump(chatDump))
+	}
+}
+
 // "menu" answers with a Flex carousel rendered as LINE renders it; tapping
 // a card's Order button sends its postback (the bubble shows its display
 // text) and the bot's answer to the postback arrives.

@@ -25,14 +25,14 @@ const (
 
 // Entry is one thing that happened in a chat, numbered in the order the
 // platform recorded it: a webhook event from the chat (From "user"), a
-// message the bot sent (a reply or a push, From "bot"), or a loading
-// animation the bot started.
+// message the bot sent (a reply or a push, From "bot"), a loading
+// animation the bot started, or the bot marking the user's messages read.
 type Entry struct {
 	Seq  uint64    `json:"seq"`
 	At   time.Time `json:"at"`
 	Chat string    `json:"chat"`
 	From string    `json:"from"`
-	// Kind is "event", "reply", "push" or "loading".
+	// Kind is "event", "reply", "push", "loading" or "read".
 	Kind string `json:"kind"`
 	// Event is the webhook event exactly as LINE sent it (Kind "event").
 	Event          json.RawMessage `json:"event,omitempty"`
@@ -43,6 +43,9 @@ type Entry struct {
 	RequestID string            `json:"requestId,omitempty"`
 	// LoadingSeconds is a loading animation's length (Kind "loading").
 	LoadingSeconds int `json:"loadingSeconds,omitempty"`
+	// ReadMessageID is the message a read mark covers the chat's messages
+	// up to, itself included (Kind "read").
+	ReadMessageID string `json:"readMessageId,omitempty"`
 }
 
 // Chat is one chat the transcript knows: its ID (a user, group or room),
@@ -218,6 +221,19 @@ func (s *Store) Sent(chat, via, retryKey, requestID string, messages []json.RawM
 func (s *Store) Loading(chat string, seconds int, at time.Time) {
 	s.mu.Lock()
 	s.pushLocked(Entry{At: at, Chat: chat, From: "bot", Kind: "loading", LoadingSeconds: seconds})
+	s.mu.Unlock()
+	s.onChange(TopicChat)
+}
+
+// Read records the bot marking chat's messages read up to and including
+// the message messageID (LINE's mark as read). A mark without a chat (a
+// token the local LINE API did not issue) belongs to no transcript.
+func (s *Store) Read(chat, messageID string, at time.Time) {
+	if chat == "" {
+		return
+	}
+	s.mu.Lock()
+	s.pushLocked(Entry{At: at, Chat: chat, From: "bot", Kind: "read", ReadMessageID: messageID})
 	s.mu.Unlock()
 	s.onChange(TopicChat)
 }

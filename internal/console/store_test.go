@@ -71,6 +71,28 @@ func TestStoreKeepsEachChatInThePlatformsOrder(t *testing.T) {
 	}
 }
 
+// A read mark joins its chat's transcript after what came before it, with
+// the message it covers; one without a chat (a token the local API never
+// issued) joins none.
+func TestStoreReadMarks(t *testing.T) {
+	var topics []string
+	s := NewStore(0, 0, func(ts ...string) { topics = append(topics, ts...) })
+	t0 := time.Unix(1_800_000_000, 0)
+	s.Webhook(body(ev("E1", "message", fromAlice)), t0)
+	s.Read(alice, "1001", t0.Add(time.Millisecond))
+	s.Read("", "1002", t0.Add(2*time.Millisecond))
+	got := s.Transcript(alice, 0, 0)
+	if len(got) != 2 || got[1].Kind != "read" || got[1].From != "bot" || got[1].ReadMessageID != "1001" || got[1].Seq <= got[0].Seq {
+		t.Fatalf("alice's chat: %+v", got)
+	}
+	if len(s.Chats()) != 1 {
+		t.Fatalf("chats %+v: a mark without a chat made one", s.Chats())
+	}
+	if strings.Join(topics, " ") != TopicChat+" "+TopicEvents+" "+TopicChat {
+		t.Fatalf("topics %v", topics)
+	}
+}
+
 func TestStoreIsBounded(t *testing.T) {
 	s := NewStore(10, 3, nil)
 	t0 := time.Unix(1_800_000_000, 0)

@@ -159,6 +159,7 @@ type messenger interface {
 	Send(ctx context.Context, t lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error)
 	Push(ctx context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error
 	ShowLoading(ctx context.Context, chatID string, seconds int) error
+	MarkAsRead(ctx context.Context, markAsReadToken string) error
 }
 
 // Wrap returns a messenger that holds, instead of failing, a push LINE
@@ -199,4 +200,8 @@ func (w holding) Push(ctx context.Context, to, retryKey string, msgs ...messagin
 
 func (w holding) ShowLoading(ctx context.Context, chatID string, seconds int) error {
 	return w.next.ShowLoading(ctx, chatID, seconds)
+}
+
+func (w holding) MarkAsRead(ctx context.Context, markAsReadToken string) error {
+	return w.next.MarkAsRead(ctx, markAsReadToken)
 }

@@ -9,8 +9,9 @@
 //
 // The same table keeps what a handler needs to be retried safely: the
 // results of its idempotent steps (ValueStore, for bot.Once), each chat's
-// conversation state (VersionedStore, for bot's Event.Session) and the
-// markers that make a crash page once (CrashKey). Keys of any length are
+// conversation state (VersionedStore, for bot's Event.Session), the newest
+// edit of each edited message (EditKey), each chat's debounce buffers
+// (DebounceKey) and the markers that make a crash page once (CrashKey). Keys of any length are
 // accepted: a key over DynamoDB's limit is stored as its digest (StorageKey).
 //
 // Two stores implement the contracts: DynamoDB (production, conditional

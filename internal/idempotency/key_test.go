@@ -46,7 +46,8 @@ func FuzzKey(f *testing.F) {
 		if k != idempotency.Key(id, append([]byte(nil), raw...)) {
 			t.Fatal("Key is not deterministic")
 		}
-		for _, stored := range []string{idempotency.StorageKey(k), idempotency.StorageKey(idempotency.StepKey(k, "s")), idempotency.StorageKey(idempotency.CrashKey(k))} {
+		for _, stored := range []string{idempotency.StorageKey(k), idempotency.StorageKey(idempotency.StepKey(k, "s")), idempotency.StorageKey(idempotency.CrashKey(k)),
+			idempotency.StorageKey(idempotency.EditKey(id, k)), idempotency.StorageKey(idempotency.DebounceKey(id, k))} {
 			if len(stored) > idempotency.MaxKeyBytes || stored == "" {
 				t.Fatalf("stored key of a %d-byte id is %d bytes; want 1 to %d", len(id), len(stored), idempotency.MaxKeyBytes)
 			}
@@ -107,6 +108,8 @@ func TestKeyBuildersKeepKindsApart(t *testing.T) {
 		idempotency.StepKey(ev, "reply"),
 		idempotency.SessionKey("U4af4980629a0e3c1b2d5f6e7a8b9c0d1"),
 		idempotency.CrashKey(ev),
+		idempotency.EditKey("Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "325708"),
+		idempotency.DebounceKey("Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "text:ask"),
 	}
 	seen := map[string]bool{}
 	for _, k := range keys {

@@ -42,6 +42,16 @@ func StepKey(eventKey, name string) string { return "step#" + eventKey + "#" + n
 // Event.Session): a user, group or room ID.
 func SessionKey(chatID string) string { return "session#" + chatID }
 
+// EditKey is the key of the newest edit seen of message messageID in a
+// chat (a group, room or user ID): the worker writes it conditionally, so a
+// messageEdited event older than one already handled changes nothing.
+func EditKey(chatID, messageID string) string { return "edit#" + chatID + "#" + messageID }
+
+// DebounceKey is the key of a chat's debounce buffer for one route (its
+// events waiting for the burst to end, the bursts being handled, and the
+// last events handled): see the worker's debounce step.
+func DebounceKey(chatID, route string) string { return "debounce#" + chatID + "#" + route }
+
 // CrashKey is the key of the marker that says the crash of the event with
 // key eventKey was reported: the worker claims it before publishing, so an
 // event's panic pages once per marker lifetime, redriven or not.

@@ -266,6 +266,23 @@ func (c *Client) ShowLoading(ctx context.Context, chatID string, seconds int) er
 	return c.finish(ctx, "loading", err)
 }
 
+// MarkAsRead marks the user's messages in a chat read, up to and including
+// the message whose markAsReadToken (from its webhook event) is given
+// (POST /v2/bot/chat/markAsRead). LINE's read tokens do not expire and
+// marking again changes nothing, so the call is retried like any
+// idempotent one. A token LINE does not accept is a 400: permanent.
+func (c *Client) MarkAsRead(ctx context.Context, markAsReadToken string) error {
+	if markAsReadToken == "" {
+		return c.finish(ctx, "read", fmt.Errorf("lineapi: mark as read: %w: empty markAsReadToken", ErrInvalidRequest))
+	}
+	req := &messaging_api.MarkMessagesAsReadByTokenRequest{MarkAsReadToken: markAsReadToken}
+	_, err := c.do(ctx, "read", true, func(api *messaging_api.MessagingApiAPI) (*http.Response, error) {
+		res, _, err := api.MarkMessagesAsReadByTokenWithHttpInfo(req)
+		return res, err
+	})
+	return c.finish(ctx, "read", err)
+}
+
 // finish counts and logs an error a public method is about to return.
 func (c *Client) finish(ctx context.Context, op string, err error) error {
 	if err != nil {

@@ -443,6 +443,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"push no recipient", func() error { return c.Push(context.Background(), "", "", msg("x")) }},
 		{"push bad retry key", func() error { return c.Push(context.Background(), user, "not-a-uuid", msg("x")) }},
 		{"loading no chat", func() error { return c.ShowLoading(context.Background(), "", 5) }},
+		{"mark as read no token", func() error { return c.MarkAsRead(context.Background(), "") }},
 		{"send nowhere", func() error {
 			_, err := c.Send(context.Background(), Target{ReplyToken: "r", EventTime: e.clk.Now().Add(-time.Hour)}, msg("x"))
 			return err
@@ -500,6 +501,50 @@ func TestShowLoading(t *testing.T) {
 		if got[i].Seconds != tc.want || got[i].ChatID != user {
 			t.Errorf("call %d = %+v, want %d s", i, got[i], tc.want)
 		}
+	}
+}
+
+// MarkAsRead posts the event's markAsReadToken: a token the API issued is
+// accepted; a 5xx is retried (marking read twice changes nothing); a token
+// LINE refuses is a permanent failure, never retried.
+func TestMarkAsRead(t *testing.T) {
+	tests := []struct {
+		name      string
+		token     string
+		fault     *linemock.Fault
+		wantErr   bool
+		permanent bool
+		wantCalls map[int]int // status → requests
+	}{
+		{name: "issued token", token: "read-1", wantCalls: map[int]int{200: 1}},
+		{name: "5xx then accepted", token: "read-1", fault: &linemock.Fault{Path: linemock.PathMarkAsRead, Status: 503},
+			wantCalls: map[int]int{503: 1, 200: 1}},
+		{name: "refused token", token: "never-issued", wantErr: true, permanent: true, wantCalls: map[int]int{400: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.mock.IssueMarkAsReadToken("read-1", user, "1001")
+			if tt.fault != nil {
+				e.mock.Inject(*tt.fault)
+			}
+			err := e.client().MarkAsRead(context.Background(), tt.token)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			var apiErr *APIError
+			if tt.permanent && (!errors.As(err, &apiErr) || !apiErr.Permanent() || apiErr.Message != linemock.MsgInvalidReadToken) {
+				t.Fatalf("err = %v, want LINE's permanent 400", err)
+			}
+			for status, n := range tt.wantCalls {
+				if got := e.calls(linemock.PathMarkAsRead, status); got != n {
+					t.Errorf("%d answers: %d, want %d", status, got, n)
+				}
+			}
+			if reads := e.mock.Reads(); !tt.wantErr && (len(reads) != 1 || reads[0].Chat != user || reads[0].MessageID != "1001") {
+				t.Errorf("reads = %+v", reads)
+			}
+		})
 	}
 }
 

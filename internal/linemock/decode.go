@@ -122,6 +122,20 @@ func decodeLoading(r *http.Request) (loadingRequest, *apiError) {
 	})
 }
 
+// markAsReadRequest is a mark-as-read request's body
+// (MarkMessagesAsReadByTokenRequest).
+type markAsReadRequest struct {
+	token string
+}
+
+func decodeMarkAsRead(r *http.Request) (markAsReadRequest, *apiError) {
+	return decode(r, func(c *checker, obj map[string]json.RawMessage) markAsReadRequest {
+		var req markAsReadRequest
+		req.token, _ = c.str(obj, "markAsReadToken", "markAsReadToken", true)
+		return req
+	})
+}
+
 // readObject reads a JSON object body the way LINE does: 413 over the size
 // limit, 415 for a non-JSON content type, 400 with a position when the body
 // is not a JSON object.

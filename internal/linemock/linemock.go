@@ -1,6 +1,6 @@
 // Package linemock is a local LINE Messaging API: an http.Handler that answers
-// the calls linegate makes (reply, push, loading animation, bot info, the
-// month's quota and consumption, the webhook endpoint and its test
+// the calls linegate makes (reply, push, loading animation, mark as read, bot
+// info, the month's quota and consumption, the webhook endpoint and its test
 // delivery, and the channel access token endpoints) the way api.line.me
 // does, so the worker, the notifier and the quota governor can be exercised
 // in tests and under `linegate local` without a channel.
@@ -41,7 +41,10 @@ const (
 	PathReply   = "/v2/bot/message/reply"      // POST: send reply message
 	PathPush    = "/v2/bot/message/push"       // POST: send push message
 	PathLoading = "/v2/bot/chat/loading/start" // POST: display a loading animation
-	PathBotInfo = "/v2/bot/info"               // GET: bot info
+	// PathMarkAsRead marks a user's messages read up to the one whose
+	// markAsReadToken the body names (POST, {"markAsReadToken": "…"}).
+	PathMarkAsRead = "/v2/bot/chat/markAsRead"
+	PathBotInfo    = "/v2/bot/info" // GET: bot info
 	// PathUnknown is the Calls key of every path the Server does not serve.
 	PathUnknown = "(unknown)"
 )
@@ -89,6 +92,9 @@ const (
 	MsgRateLimited = "The API rate limit has been exceeded. Try again later."
 	// MsgInternalServerError: the default body of an injected 5xx.
 	MsgInternalServerError = "Internal server error"
+	// MsgInvalidReadToken: a mark-as-read token the Server never issued
+	// (400), in the words of LINE's spec.
+	MsgInvalidReadToken = "An invalid markAsReadToken is specified. Tokens must be used by the bot that received them via Webhook."
 	// MsgAuthRequired: no bearer token (401).
 	MsgAuthRequired = "Authorization header required. Must follow the scheme, 'Authorization: Bearer <ACCESS TOKEN>'"
 	// MsgAuthInvalid: a bearer token not in WithTokens (401).
@@ -123,6 +129,20 @@ type Record struct {
 type LoadingCall struct {
 	ChatID    string    `json:"chatId"`
 	Seconds   int       `json:"loadingSeconds"`
+	RequestID string    `json:"requestId"`
+	At        time.Time `json:"at"`
+}
+
+// ReadMark is one accepted mark-as-read request: LINE shows "Read" on the
+// user's messages in Chat up to and including MessageID.
+type ReadMark struct {
+	// Chat is the user, group or room the message was sent in ("" for a
+	// token accepted under WithAcceptUnknownReplyTokens).
+	Chat string `json:"chat"`
+	// MessageID is the id of the message whose token was used.
+	MessageID string `json:"messageId,omitempty"`
+	// Token is the markAsReadToken (the mock's own, not a secret).
+	Token     string    `json:"markAsReadToken"`
 	RequestID string    `json:"requestId"`
 	At        time.Time `json:"at"`
 }
@@ -222,6 +242,10 @@ func WithMaxRecords(n int) Option {
 // lock.
 func WithOnLoading(f func(LoadingCall)) Option { return func(s *Server) { s.onLoading = f } }
 
+// WithOnRead calls f for every accepted mark-as-read request, outside the
+// Server's lock: the local console shows "Read" under the user's messages.
+func WithOnRead(f func(ReadMark)) Option { return func(s *Server) { s.onRead = f } }
+
 // WithOnRecord calls f with every accepted send (a reply or a push), in the
 // order the Server accepted them: the local console shows each as the chat
 // user would see it. f runs under the Server's lock, so it must be quick and
@@ -245,6 +269,7 @@ type Server struct {
 	newRequestID  func() string
 	maxRecords    int
 	onLoading     func(LoadingCall)
+	onRead        func(ReadMark)
 	onRecord      func(Record)
 
 	channelID     string
@@ -260,10 +285,13 @@ type Server struct {
 	quota       Quota
 	channel     Channel
 	replyTokens map[string]*replyToken
+	readTokens  map[string]readToken
+	readOrder   *ring.Buffer[string] // readTokens' keys, oldest first
 	retryKeys   map[string]acceptedPush
 	faults      map[string][]*Fault
 	records     *ring.Buffer[Record]
 	loading     *ring.Buffer[LoadingCall]
+	reads       *ring.Buffer[ReadMark]
 	calls       map[Call]int
 	messageSeq  uint64
 	lastSweep   time.Time
@@ -274,6 +302,13 @@ type replyToken struct {
 	issuedAt time.Time
 	used     bool
 	unknown  bool // accepted under WithAcceptUnknownReplyTokens
+}
+
+// readToken is the message a markAsReadToken was issued for. LINE's read
+// tokens have no expiry (https://developers.line.biz/en/docs/messaging-api/mark-as-read),
+// and using one again marks the same messages: it stays valid.
+type readToken struct {
+	chat, messageID string
 }
 
 type acceptedPush struct {
@@ -290,6 +325,7 @@ func New(opts ...Option) *Server {
 		botInfo:      DefaultBotInfo,
 		newRequestID: uuid.NewString,
 		replyTokens:  map[string]*replyToken{},
+		readTokens:   map[string]readToken{},
 		retryKeys:    map[string]acceptedPush{},
 		faults:       map[string][]*Fault{},
 		calls:        map[Call]int{},
@@ -303,8 +339,45 @@ func New(opts ...Option) *Server {
 	}
 	s.records = ring.New[Record](s.maxRecords)
 	s.loading = ring.New[LoadingCall](s.maxRecords)
+	s.reads = ring.New[ReadMark](s.maxRecords)
+	s.readOrder = ring.New[string](MaxReadTokens)
 	return s
 }
+
+// IssueMarkAsReadToken registers the markAsReadToken LINE put in a message
+// event: the message messageID sent in chat (a user, group or room ID).
+// The local platform calls it for every message event it delivers.
+func (s *Server) IssueMarkAsReadToken(token, chat, messageID string) {
+	if token == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.readTokens[token]; known {
+		return
+	}
+	s.readTokens[token] = readToken{chat: chat, messageID: messageID}
+	if old, evicted := s.readOrder.Push(token); evicted {
+		delete(s.readTokens, old)
+	}
+}
+
+// MaxReadTokens is how many markAsReadTokens a Server remembers, the
+// newest: LINE's never expire, and a dev server left running all day must
+// not grow with every message (a token older than that is refused).
+const MaxReadTokens = 10000
+
+// Reads returns a copy of the accepted mark-as-read requests still kept
+// (the newest WithMaxRecords), oldest first.
+func (s *Server) Reads() []ReadMark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads.All()
+}
+
+// ReadsHandler serves Reads as a JSON array (keys chat, messageId,
+// markAsReadToken, requestId, at).
+func (s *Server) ReadsHandler() http.Handler { return listHandler(func() any { return s.Reads() }) }
 
 // IssueReplyToken registers a reply token as LINE issued it at issuedAt (the
 // local LINE platform calls it when it builds a webhook). The token is valid
@@ -482,6 +555,7 @@ var routes = map[string]route{
 	PathReply:            {method: http.MethodPost, handle: decoded(decodeReply, (*Server).handleReply)},
 	PathPush:             {method: http.MethodPost, handle: decoded(decodePush, (*Server).handlePush)},
 	PathLoading:          {method: http.MethodPost, handle: decoded(decodeLoading, (*Server).handleLoading)},
+	PathMarkAsRead:       {method: http.MethodPost, handle: decoded(decodeMarkAsRead, (*Server).handleMarkAsRead)},
 	PathBotInfo:          {method: http.MethodGet, handle: (*Server).handleBotInfo},
 	PathQuota:            {method: http.MethodGet, handle: (*Server).handleQuota},
 	PathQuotaConsumption: {method: http.MethodGet, handle: (*Server).handleConsumption},
@@ -672,6 +746,26 @@ func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, reqID 
 		s.onLoading(c)
 	}
 	writeJSON(w, http.StatusAccepted, struct{}{})
+}
+
+// handleMarkAsRead accepts a token the Server issued (any token under
+// WithAcceptUnknownReplyTokens, so LINE's samples replay) with 200 and an
+// empty object, and refuses others with LINE's 400.
+func (s *Server) handleMarkAsRead(w http.ResponseWriter, req markAsReadRequest, reqID string) {
+	s.mu.Lock()
+	tok, ok := s.readTokens[req.token]
+	if !ok && !s.acceptUnknown {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: MsgInvalidReadToken})
+		return
+	}
+	m := ReadMark{Chat: tok.chat, MessageID: tok.messageID, Token: req.token, RequestID: reqID, At: s.now()}
+	s.reads.Push(m)
+	s.mu.Unlock()
+	if s.onRead != nil {
+		s.onRead(m)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) handleBotInfo(w http.ResponseWriter, _ *http.Request, _ string) {

@@ -589,12 +589,14 @@ func FuzzRequest(f *testing.F) {
 		{PathReply, `{"replyToken":null,"messages":[null]}`, "zz"},
 		{PathPush, `[{"to":1}]`, ""},
 		{"/v2/bot/info", ``, ""},
+		{PathMarkAsRead, `{"markAsReadToken":"t"}`, ""},
+		{PathMarkAsRead, `{"markAsReadToken":7}`, ""},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.path, []byte(sd.body), sd.retryKey)
 	}
 	f.Fuzz(func(t *testing.T, path string, body []byte, retryKey string) {
-		paths := []string{PathPush, PathReply, PathLoading, PathBotInfo}
+		paths := []string{PathPush, PathReply, PathLoading, PathBotInfo, PathMarkAsRead}
 		p := paths[len(path)%len(paths)]
 		if strings.HasPrefix(path, "/") {
 			p = path
@@ -731,5 +733,90 @@ func TestOnRecordSeesAcceptedSendsInOrder(t *testing.T) {
 	}
 	if !strings.Contains(string(seen[0].Messages[0]), "first") || !strings.Contains(string(seen[1].Messages[0]), "second") {
 		t.Fatalf("observed messages %s, %s", seen[0].Messages[0], seen[1].Messages[0])
+	}
+}
+
+// Mark as read (POST /v2/bot/chat/markAsRead, messaging-api.yml's
+// markMessagesAsReadByToken): an issued token marks its chat read, as
+// often as it is used (LINE's read tokens have no expiry); a token never
+// issued, or a body without one, is refused with LINE's 400.
+func TestMarkAsRead(t *testing.T) {
+	clk := newClock()
+	var seen []ReadMark
+	s := New(WithClock(clk.Now), WithRequestIDs(seqIDs()), WithOnRead(func(m ReadMark) { seen = append(seen, m) }))
+	s.IssueMarkAsReadToken("rt-1", "U1", "1001")
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantMsg    string
+		wantProps  []string
+	}{
+		{"issued token", `{"markAsReadToken":"rt-1"}`, 200, "", nil},
+		{"again: still valid", `{"markAsReadToken":"rt-1"}`, 200, "", nil},
+		{"unknown token", `{"markAsReadToken":"nope"}`, 400, MsgInvalidReadToken, nil},
+		{"no token", `{}`, 400, "The request body has 1 error(s)", []string{"markAsReadToken"}},
+		{"empty token", `{"markAsReadToken":""}`, 400, "The request body has 1 error(s)", []string{"markAsReadToken"}},
+		{"not an object", `[1]`, 400, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, s, request{path: PathMarkAsRead, body: tt.body})
+			if res.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", res.status, tt.wantStatus, res.raw)
+			}
+			if tt.wantMsg != "" && res.body["message"] != tt.wantMsg {
+				t.Errorf("message %v, want %q", res.body["message"], tt.wantMsg)
+			}
+			if tt.wantProps != nil && fmt.Sprint(properties(res.body)) != fmt.Sprint(tt.wantProps) {
+				t.Errorf("details %v, want %v", properties(res.body), tt.wantProps)
+			}
+		})
+	}
+	want := []ReadMark{
+		{Chat: "U1", MessageID: "1001", Token: "rt-1", RequestID: "req-0001", At: clk.Now()},
+		{Chat: "U1", MessageID: "1001", Token: "rt-1", RequestID: "req-0002", At: clk.Now()},
+	}
+	if got := s.Reads(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Reads() = %+v, want %+v", got, want)
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("WithOnRead saw %+v, want %+v", seen, want)
+	}
+	if n := s.Calls()[Call{Path: PathMarkAsRead, Status: 400}]; n != 4 {
+		t.Errorf("400s counted %d, want 4", n)
+	}
+	// LINE's samples replay: any token is accepted, without a chat.
+	open := New(WithAcceptUnknownReplyTokens())
+	if res := call(t, open, request{path: PathMarkAsRead, body: `{"markAsReadToken":"30yhdy232..."}`}); res.status != 200 {
+		t.Fatalf("unknown token under WithAcceptUnknownReplyTokens: %d %s", res.status, res.raw)
+	}
+	if r := open.Reads(); len(r) != 1 || r[0].Chat != "" {
+		t.Fatalf("Reads() = %+v", r)
+	}
+}
+
+// The Server remembers the newest MaxReadTokens read tokens: a long-running
+// dev server does not grow with every message, and the oldest token is
+// the one forgotten.
+func TestReadTokensBounded(t *testing.T) {
+	s := New()
+	for i := range MaxReadTokens + 1 {
+		s.IssueMarkAsReadToken(fmt.Sprintf("rt-%d", i), "U1", fmt.Sprint(i))
+	}
+	s.IssueMarkAsReadToken("rt-1", "U1", "1") // known: not issued twice
+	if res := call(t, s, request{path: PathMarkAsRead, body: `{"markAsReadToken":"rt-0"}`}); res.status != 400 {
+		t.Fatalf("the oldest token: %d, want forgotten (400)", res.status)
+	}
+	for _, tok := range []string{"rt-1", fmt.Sprintf("rt-%d", MaxReadTokens)} {
+		if res := call(t, s, request{path: PathMarkAsRead, body: `{"markAsReadToken":"` + tok + `"}`}); res.status != 200 {
+			t.Fatalf("%s: %d, want remembered", tok, res.status)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.readTokens)
+	s.mu.Unlock()
+	if n != MaxReadTokens {
+		t.Fatalf("%d tokens kept, want %d", n, MaxReadTokens)
 	}
 }

@@ -3,6 +3,7 @@ package lineplatform
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -73,6 +74,7 @@ type messageContent struct {
 	ID                  string           `json:"id"`
 	Type                string           `json:"type"`
 	QuoteToken          string           `json:"quoteToken,omitempty"`
+	MarkAsReadToken     string           `json:"markAsReadToken,omitempty"`
 	Text                string           `json:"text,omitempty"`
 	Emojis              []Emoji          `json:"emojis,omitempty"`
 	PackageID           string           `json:"packageId,omitempty"`
@@ -237,10 +239,22 @@ func (p *Platform) build(typ string, src source, opts []EventOption, fill func(*
 		e.ReplyToken = p.entropy.hex(16)
 	}
 	fill(&e, &spec)
+	if e.Message != nil {
+		e.Message.MarkAsReadToken = readToken(e.Message.ID)
+	}
 	if e.ReplyToken != "" && p.onReplyToken != nil {
 		p.onReplyToken(e.ReplyToken, now)
 	}
 	return marshal(e)
+}
+
+// readToken is the markAsReadToken of the message id: every message event
+// carries one since 2025-11-05 (https://developers.line.biz/en/docs/messaging-api/mark-as-read).
+// It is derived from the id rather than drawn, so adding it changed no
+// other value a seeded platform builds.
+func readToken(messageID string) string {
+	sum := sha256.Sum256([]byte("markAsReadToken:" + messageID))
+	return base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
 func (p *Platform) textMessage(text string) *messageContent {

@@ -262,9 +262,12 @@ func TestBuildersDecodeWithLineSDK(t *testing.T) {
 // depth, with LINE's real webhook body of the same kind: nothing LINE sends
 // is missing, and nothing is added beyond what webhook.yml requires.
 func TestBuildersMatchLineShape(t *testing.T) {
-	// Members webhook.yml requires that the older samples predate.
+	// Members webhook.yml requires that the older samples predate, and the
+	// markAsReadToken LINE has put in every message event since 2025-11-05
+	// (webhook.yml's MessageContent types; its example body is on
+	// https://developers.line.biz/en/docs/messaging-api/mark-as-read).
 	allowedExtra := map[string]bool{"message.quoteToken": true, "follow": true, "follow.isUnblocked": true,
-		"message.contentProvider": true, "message.contentProvider.type": true}
+		"message.contentProvider": true, "message.contentProvider.type": true, "message.markAsReadToken": true}
 	for _, tc := range builderCases {
 		if tc.sample == "" {
 			continue // no real body of that kind: its shape is checked by the SDK's decoding above

@@ -126,14 +126,19 @@ func errorReason(body string) string {
 	return "no reason given"
 }
 
-// issueReplyTokens registers the reply tokens of a validly signed body
-// with the local LINE API, and returns the body's webhookEventIds.
+// issueReplyTokens registers the reply tokens and the messages'
+// markAsReadTokens of a validly signed body with the local LINE API, and
+// returns the body's webhookEventIds.
 func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
 	var cb struct {
 		Events []struct {
 			WebhookEventID string `json:"webhookEventId"`
 			ReplyToken     string `json:"replyToken"`
-			Source         struct {
+			Message        struct {
+				ID              string `json:"id"`
+				MarkAsReadToken string `json:"markAsReadToken"`
+			} `json:"message"`
+			Source struct {
 				UserID  string `json:"userId"`
 				GroupID string `json:"groupId"`
 				RoomID  string `json:"roomId"`
@@ -149,7 +154,7 @@ func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
 		if e.WebhookEventID != "" {
 			ids = append(ids, e.WebhookEventID)
 		}
-		if e.ReplyToken == "" || line == nil {
+		if line == nil {
 			continue
 		}
 		to := e.Source.UserID
@@ -158,7 +163,10 @@ func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
 		} else if e.Source.RoomID != "" {
 			to = e.Source.RoomID
 		}
-		line.IssueReplyTokenTo(e.ReplyToken, to, at)
+		line.IssueMarkAsReadToken(e.Message.MarkAsReadToken, to, e.Message.ID)
+		if e.ReplyToken != "" {
+			line.IssueReplyTokenTo(e.ReplyToken, to, at)
+		}
 	}
 	return ids
 }

@@ -128,6 +128,14 @@ func (p *printer) record(res worker.Result) {
 		why = ": an earlier event of its chat failed; it follows that one"
 	case res.Outcome == worker.OutcomeForwarded:
 		why = ": long work, handed to the long-work queue"
+	case res.Outcome == worker.OutcomeDebounced && res.Long:
+		why = ": a flush with nothing due: a newer message of the chat ends the burst"
+	case res.Outcome == worker.OutcomeDebounced:
+		why = ": waits for the end of its chat's burst (bot.Debounce)"
+	case res.Outcome == worker.OutcomeStale:
+		why = ": an edit older than one already handled: not run"
+	case len(res.Batch) > 0 && res.Outcome == worker.OutcomeOK:
+		why = fmt.Sprintf(": ran the chat's burst of %d message(s)", len(res.Batch))
 	case res.Outcome != worker.OutcomeFailed:
 	case res.Panicked:
 		why = ": handler panicked, crash report sent once per event (24 h)"
@@ -177,6 +185,10 @@ func (p *printer) notified(records int, operators []string, err error) {
 		return
 	}
 	p.line("notifier  %d alert(s) pushed to %s", records, strings.Join(operators, ", "))
+}
+
+func (p *printer) read(chatID string) {
+	p.line("line      messages marked read in %s", chatID)
 }
 
 func (p *printer) loading(chatID string, seconds int) {

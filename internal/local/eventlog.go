@@ -217,7 +217,8 @@ func (l *eventLog) list() []eventView {
 }
 
 // final reports whether an outcome is the end of an event's story: handled
-// (ok), or handled with its result held for LINE's monthly quota (held).
+// (ok), handled with its result held for LINE's monthly quota (held), or
+// an edit dropped for a newer one (stale).
 func final(outcome string) bool {
-	return outcome == string(worker.OutcomeOK) || outcome == string(worker.OutcomeHeld)
+	return outcome == string(worker.OutcomeOK) || outcome == string(worker.OutcomeHeld) || outcome == string(worker.OutcomeStale)
 }

@@ -78,12 +78,14 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	if r.line != nil {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
 		mux.Handle("GET /_local/line/loading", r.line.LoadingHandler())
+		mux.Handle("GET /_local/line/reads", r.line.ReadsHandler())
 		mux.Handle("/v2/bot/", r.line)
 		r.opsRoutes(mux)
 	} else {
 		none := func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }
 		mux.HandleFunc("GET /_local/line/messages", none)
 		mux.HandleFunc("GET /_local/line/loading", none)
+		mux.HandleFunc("GET /_local/line/reads", none)
 	}
 	mux.Handle("POST /{$}", r.awsAPI())
 	r.consoleRoutes(mux)

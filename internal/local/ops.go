@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/linegate/linegate/internal/quota"
 	"github.com/linegate/linegate/internal/signature"
 	"github.com/linegate/linegate/internal/template"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // newLINE builds the local Messaging API the way LINE behaves for this
@@ -40,6 +42,10 @@ func (r *Runtime) newLINE() *linemock.Server {
 		linemock.WithOnLoading(func(c linemock.LoadingCall) {
 			r.out.loading(c.ChatID, c.Seconds)
 			r.console.store.Loading(c.ChatID, c.Seconds, c.At)
+		}),
+		linemock.WithOnRead(func(m linemock.ReadMark) {
+			r.out.read(m.Chat)
+			r.console.store.Read(m.Chat, m.MessageID, m.At)
 		}),
 		linemock.WithOnRecord(func(rec linemock.Record) {
 			r.console.store.Sent(rec.To, string(rec.Via), rec.RetryKey, rec.RequestID, rec.Messages, rec.At)
@@ -151,7 +157,25 @@ type redriveAware struct {
 	workerfn.Queues
 	events *eventLog
 	out    *printer
+	scale  float64 // the in-memory cloud's time scale (1 on an endpoint: it does not compress delays)
 }
+
+// SendMessage delays a debounce flush (worker.AttrDebounce) in
+// conversation time: the in-memory cloud divides every SQS delay by the time
+// scale, and a chat's debounce window is the user's pause, which --time-scale
+// must not shorten, so the delay is multiplied back (within SQS's 15
+// minutes; the worker waits out whatever is left when the flush comes early).
+func (q redriveAware) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if _, flush := in.MessageAttributes[worker.AttrDebounce]; flush && q.scale > 1 && in.DelaySeconds > 0 {
+		c := *in
+		c.DelaySeconds = int32(min(math.Ceil(float64(in.DelaySeconds)*q.scale), maxSQSDelay))
+		in = &c
+	}
+	return q.Queues.SendMessage(ctx, in, optFns...)
+}
+
+// maxSQSDelay is SQS's longest DelaySeconds.
+const maxSQSDelay = 900
 
 func (q redriveAware) StartMessageMoveTask(ctx context.Context, in *sqs.StartMessageMoveTaskInput, optFns ...func(*sqs.Options)) (*sqs.StartMessageMoveTaskOutput, error) {
 	out, err := q.Queues.StartMessageMoveTask(ctx, in, optFns...)

@@ -523,7 +523,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
 		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
-		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out}, Silencer: r.silencer,
+		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out, scale: r.delayScale()}, Silencer: r.silencer,
 		Observer: r.observeRecord, Options: r.cfg.WorkerOptions,
 	}, c)
 	if err != nil {
@@ -753,13 +753,35 @@ func (r *Runtime) sortedQueues() []template.Queue {
 	return qs
 }
 
+// delayScale is how much the cloud divides SQS delays by: the time scale
+// for the in-memory cloud, 1 for an endpoint (it keeps real time).
+func (r *Runtime) delayScale() float64 {
+	if r.mem == nil || r.cfg.TimeScale <= 1 {
+		return 1
+	}
+	return r.cfg.TimeScale
+}
+
 // observeRecord books one worker receive in the event log and the console.
 // A record the worker dead-lettered itself (permanent, malformed, retries
 // exhausted) is marked with its queue's DLQ, so a redrive of that DLQ puts
 // the event back to queued, as one SQS dead-lettered does.
+//
+// A debounce flush that ran its chat's burst handled every event of it: each
+// is booked with the flush's receive.
 func (r *Runtime) observeRecord(res worker.Result) {
 	r.events.observe(res)
 	r.observeReceive(res)
+	if res.Outcome == worker.OutcomeOK || res.Outcome == worker.OutcomeHeld {
+		for _, id := range res.Batch {
+			if id != res.WebhookEventID {
+				in := res
+				in.WebhookEventID, in.Batch = id, nil
+				r.events.observe(in)
+				r.observeReceive(in)
+			}
+		}
+	}
 	if res.Outcome == worker.OutcomeDeadLettered {
 		if q, ok := r.queueByName(res.Queue); ok {
 			if dlq, ok := r.queue(q.RedriveTarget); ok {

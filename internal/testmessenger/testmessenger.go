@@ -1,6 +1,7 @@
 // Package testmessenger is the one recording bot.Messenger of linegate's
-// tests: it keeps every reply or push, push and loading animation a bot
-// asks of LINE, for the test's assertions, and answers each with Err.
+// tests: it keeps every reply or push, push, loading animation and mark as
+// read a bot asks of LINE, for the test's assertions, and answers each with
+// the error set by Fail.
 package testmessenger
 
 import (
@@ -39,6 +40,7 @@ type Messenger struct {
 	sends   []Send
 	pushes  []Push
 	loading []Loading
+	reads   []string
 }
 
 // Fail makes every later call return err (nil: succeed again).
@@ -71,6 +73,21 @@ func (m *Messenger) ShowLoading(_ context.Context, chatID string, seconds int) e
 	defer m.mu.Unlock()
 	m.loading = append(m.loading, Loading{Chat: chatID, Seconds: seconds})
 	return m.err
+}
+
+// MarkAsRead records a mark-as-read by its markAsReadToken.
+func (m *Messenger) MarkAsRead(_ context.Context, markAsReadToken string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads = append(m.reads, markAsReadToken)
+	return m.err
+}
+
+// Reads is the markAsReadToken of every MarkAsRead so far, in order.
+func (m *Messenger) Reads() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reads)
 }
 
 // Sends is every Send so far, in order.

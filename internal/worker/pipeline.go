@@ -20,6 +20,7 @@ type record struct {
 	event    *bot.Event      // set by parse, after the claim
 	panicked *panicked       // set by recoverPanics when the handler panicked
 	long     bool            // set by process: the record came from the long-work queue
+	flush    *flushSpec      // set by decode: the record is a debounce flush
 	result   Result
 }
 
@@ -74,6 +75,16 @@ func chain(steps []middleware, last handler) handler {
 //     parse builds the event without reading the record again.
 //   - idempotent before parse: a duplicate costs a claim, never the SDK's
 //     full decode nor a LINE client; a parse failure releases the claim.
+//   - latestEdit after parse (the edited message's chat and ID are in the
+//     full event) and inside idempotent: an edit older than one handled is
+//     acknowledged (its claim completes) without running anything else.
+//   - debounce after latestEdit and parse (the route is known from the full
+//     event), inside idempotent (an append completes the event's claim; a
+//     flush is claimed under a key of its own) and before bindState and
+//     longWork: a flush replaces the record's event with its batch's newest,
+//     which the later steps and the handler then see, and a debounced route
+//     is never handed off as long work (its flush runs on the long-work
+//     queue anyway).
 //   - bindState after parse: it gives the parsed event its step and
 //     session stores (bot.Once, Event.Session).
 //   - trackHeld inside idempotent: a record whose push was held succeeded
@@ -100,6 +111,9 @@ func (p *Processor) pipeline() []middleware {
 		decode(p.eventContext),
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
 		parse(p.newMessenger),
+		latestEdit(p.state, p.keepFor, p.log),
+		debounce(debounceConfig{router: p.debounced, store: p.state, queues: p.queues, longURL: p.longURL,
+			newMessenger: p.newMessenger, inProgressFor: p.inProgressFor, keepFor: p.keepFor, now: p.now, sleep: p.sleep, log: p.log}),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		trackHeld(),
 		longWork(p.long, p.queues, p.longURL, p.newMessenger, p.loadingEvery, p.log),

@@ -55,8 +55,9 @@ func trace(start StartSpan, traceID func(ctx context.Context) string) middleware
 }
 
 // account settles the record's outcome and reports it: its duration, the
-// counters (RecordsProcessed, DuplicatesSkipped, RecordsFailed,
-// RecordsDeadLettered, RecordsForwarded, HandlerPanics), the end-to-end
+// counters (RecordsProcessed, DuplicatesSkipped, StaleEditsSkipped,
+// RecordsDebounced, RecordsFailed, RecordsDeadLettered, RecordsForwarded,
+// HandlerPanics), the end-to-end
 // latency of a handled event, one log line (never the event's content; its
 // chat only hashed, as "lane"), and the observer.
 func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now func() time.Time) middleware {
@@ -85,6 +86,10 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 				}
 			case OutcomeDuplicate:
 				m.Count("DuplicatesSkipped", 1)
+			case OutcomeStale:
+				m.Count("StaleEditsSkipped", 1)
+			case OutcomeDebounced:
+				m.Count("RecordsDebounced", 1)
 			case OutcomeHeld:
 				m.Count("RecordsHeld", 1)
 			case OutcomeFailed:
@@ -131,6 +136,9 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 			}
 			r.detail, r.head = detail, h
 			r.result.WebhookEventID, r.result.Type = h.WebhookEventID, h.Type
+			if r.flush, err = parseFlush(r.msg); err != nil {
+				return err
+			}
 			if eventContext != nil && h.WebhookEventID != "" {
 				ctx = eventContext(ctx, h.WebhookEventID)
 			}
@@ -156,7 +164,12 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 			}
 			id := r.head.WebhookEventID
 			key := idempotency.Key(id, r.detail.Event)
-			if r.long {
+			switch {
+			case r.flush != nil:
+				// A debounce flush of the event, claimed apart from the
+				// event's own record (completed when it was appended).
+				key = r.flush.key(key)
+			case r.long:
 				// The hand-off completed the event's own key: its run on
 				// the long-work queue is claimed under a key of its own.
 				key += longKeySuffix

@@ -62,6 +62,14 @@ const (
 	// OutcomeForwarded: its route is long; handed to the long-work queue,
 	// where its handler runs, and deleted here.
 	OutcomeForwarded Outcome = "forwarded"
+	// OutcomeStale: an edit of a message (messageEdited) older than one
+	// already handled for it; deleted without running the handler.
+	OutcomeStale Outcome = "stale"
+	// OutcomeDebounced: an event of a debounced route (bot.Debounce),
+	// appended to its chat's burst, whose handler runs once for the whole
+	// burst from a later flush; or a flush that found nothing due (a newer
+	// event's flush ends the burst). Deleted.
+	OutcomeDebounced Outcome = "debounced"
 )
 
 // ErrDeferred is the error of an OutcomeDeferred record.
@@ -88,6 +96,9 @@ type Result struct {
 	// RetryIn is how long a failed record was hidden before its next
 	// receive (0 when the worker did not set it).
 	RetryIn time.Duration
+	// Batch lists the webhookEventIds a debounce flush handled, oldest
+	// first (its WebhookEventID is the flush's own event's); nil otherwise.
+	Batch []string
 	// DeadLetterReason says why an OutcomeDeadLettered record was:
 	// "permanent", "malformed" or "retries-exhausted".
 	DeadLetterReason string
@@ -144,7 +155,9 @@ type Processor struct {
 	retry         backoff.Policy
 	longURL       string
 	loadingEvery  time.Duration
-	long          longRouter // the router, when it knows long routes
+	long          longRouter     // the router, when it knows long routes
+	debounced     debounceRouter // the router, when it knows debounced routes
+	sleep         func(ctx context.Context, d time.Duration) error
 
 	run handler // the pipeline, built by New
 }
@@ -252,6 +265,12 @@ func WithRetryBackoff(b backoff.Policy) Option { return func(p *Processor) { p.r
 // received.
 func WithLongQueue(url string) Option { return func(p *Processor) { p.longURL = url } }
 
+// withSleep replaces how a debounce flush that arrived early waits for its
+// due time (tests: a sleep that advances a fake clock).
+func withSleep(f func(ctx context.Context, d time.Duration) error) Option {
+	return func(p *Processor) { p.sleep = f }
+}
+
 // WithLoadingRefresh sets how often long work re-shows the loading
 // animation (default DefaultLoadingRefresh).
 func WithLoadingRefresh(d time.Duration) Option { return func(p *Processor) { p.loadingEvery = d } }
@@ -265,7 +284,7 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 		observe:   func(Result) {},
 		startSpan: func(ctx context.Context, _, _ string) (context.Context, Span) { return ctx, nopSpan{} },
 		traceID:   func(context.Context) string { return "" },
-		retry:     DefaultRetryBackoff, loadingEvery: DefaultLoadingRefresh,
+		retry:     DefaultRetryBackoff, loadingEvery: DefaultLoadingRefresh, sleep: backoff.Sleep,
 	}
 	for _, o := range opts {
 		o(p)
@@ -288,6 +307,9 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	}
 	if lr, ok := router.(longRouter); ok {
 		p.long = lr
+	}
+	if dr, ok := router.(debounceRouter); ok {
+		p.debounced = dr
 	}
 	p.run = chain(p.pipeline(), dispatch(p.router))
 	return p, nil

@@ -52,6 +52,7 @@ func TestSamplesRouteToTheirHandler(t *testing.T) {
 				r.OnFollow(mark("follow"))
 				r.OnUnfollow(mark("unfollow"))
 				r.OnPostback(func(_ context.Context, _ *Event, data string) error { got = "postback:" + data; return nil })
+				r.OnEdited(func(_ context.Context, _ *Event, text string) error { got = "edited:" + text; return nil })
 				r.Default(mark("default"))
 				if err := r.Dispatch(context.Background(), ev); err != nil {
 					t.Fatal(err)
@@ -68,6 +69,8 @@ func TestSamplesRouteToTheirHandler(t *testing.T) {
 				case "postback":
 					d, _ := ev.PostbackData()
 					want = "postback:" + d
+				case "messageEdited":
+					want = "edited:Hello, edited world" // the one edit sample: not a text route's
 				}
 				if ev.Standby() {
 					want = ""
@@ -239,5 +242,57 @@ func TestMessagesPackedFiveToARequest(t *testing.T) {
 	}
 	if p := m.Pushes(); len(p) != 2 || len(p[0].Messages) != 5 || len(p[1].Messages) != 1 {
 		t.Fatalf("pushes %+v, want 5 then 1", p)
+	}
+}
+
+// MarkAsRead posts the message's markAsReadToken, for a text (the typed
+// event's) and for any other message content (read from the raw event);
+// an event without one, in standby or without a messenger is refused
+// before LINE is asked.
+func TestMarkAsRead(t *testing.T) {
+	samples := sampleEvents(t)
+	tests := []struct {
+		name      string
+		raw       string
+		messenger bool
+		wantToken string
+		wantErr   error
+	}{
+		{name: "text, LINE's sample", raw: string(samples["message-text-markasread-user#0"]), messenger: true, wantToken: "30yhdy232..."},
+		{name: "sticker", raw: `{"type":"message","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"2","type":"sticker","packageId":"1","stickerId":"1","stickerResourceType":"STATIC","markAsReadToken":"st-1"}}`,
+			messenger: true, wantToken: "st-1"},
+		{name: "no token", raw: string(samples["message-text-user#0"]), messenger: true, wantErr: ErrNoReadToken},
+		{name: "a follow has none", raw: `{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"}}`, messenger: true, wantErr: ErrNoReadToken},
+		{name: "standby", raw: `{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"x","markAsReadToken":"t"}}`,
+			messenger: true, wantErr: ErrStandby},
+		{name: "no messenger", raw: string(samples["message-text-markasread-user#0"]), wantErr: ErrNoMessenger},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &testmessenger.Messenger{}
+			var ms Messenger
+			if tt.messenger {
+				ms = m
+			}
+			ev := mustParse(t, tt.raw, ms)
+			err := ev.MarkAsRead(context.Background())
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err %v, want %v", err, tt.wantErr)
+			}
+			var want []string
+			if tt.wantToken != "" {
+				want = []string{tt.wantToken}
+			}
+			if got := m.Reads(); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("reads %q, want %q", got, want)
+			}
+		})
+	}
+	// LINE's failure comes back wrapped, with its cause.
+	m := &testmessenger.Messenger{}
+	m.Fail(lineapi.ErrInvalidRequest)
+	ev := mustParse(t, string(samples["message-text-markasread-user#0"]), m)
+	if err := ev.MarkAsRead(context.Background()); !errors.Is(err, lineapi.ErrInvalidRequest) || !strings.HasPrefix(err.Error(), "mark as read:") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -55,11 +56,17 @@ type Messenger interface {
 	Send(ctx context.Context, t lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error)
 	Push(ctx context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error
 	ShowLoading(ctx context.Context, chatID string, seconds int) error
+	MarkAsRead(ctx context.Context, markAsReadToken string) error
 }
 
 // ErrNoMessenger is returned by Reply/Push when the event has no messenger
 // (a bot run without LINE credentials).
 var ErrNoMessenger = errors.New("bot: no LINE messenger configured")
+
+// ErrNoReadToken is returned by MarkAsRead for an event whose message
+// carries no markAsReadToken (not a message event, or a body from before
+// LINE added the token on 2025-11-05).
+var ErrNoReadToken = errors.New("bot: the event carries no markAsReadToken")
 
 // ErrStandby is returned by Reply/Push for an event in standby mode: another
 // channel answers in that chat.
@@ -80,6 +87,7 @@ type Event struct {
 	Raw            json.RawMessage        // the event exactly as LINE sent it
 
 	messenger Messenger
+	batch     []*Event // BindBatch: a debounced burst, this event last
 	sends     atomic.Int32
 	steps     Steps        // Once's store; bound by the worker
 	sessions  SessionStore // Session's store; bound by the worker
@@ -132,6 +140,23 @@ func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Mess
 // LINE client.
 func (e *Event) Bind(m Messenger) { e.messenger = m }
 
+// Batch returns the events this handler call handles, oldest first, the
+// last being e itself: for a route registered with Debounce, every event
+// of the chat's burst; for any other, e alone. A handler answers the batch
+// through e (the newest: its reply token is the freshest); the others'
+// texts, sources and timestamps are theirs.
+func (e *Event) Batch() []*Event {
+	if len(e.batch) == 0 {
+		return []*Event{e}
+	}
+	return slices.Clone(e.batch)
+}
+
+// BindBatch makes events the batch e handles (Batch). The worker binds a
+// debounced burst to its newest event, which must be events' last; an
+// empty events unbinds.
+func (e *Event) BindBatch(events []*Event) { e.batch = slices.Clone(events) }
+
 // Standby reports whether another channel is answering in this chat.
 func (e *Event) Standby() bool { return e.Mode == "standby" }
 
@@ -143,6 +168,16 @@ func (e *Event) Text() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// editedText is the text of an edited text message (messageEdited).
+func (e *Event) editedText() string {
+	if m, ok := e.Typed.(webhook.MessageEditedEvent); ok {
+		if t, ok := m.Message.(webhook.TextMessageContent); ok {
+			return t.Text
+		}
+	}
+	return ""
 }
 
 // PostbackData returns the data of a postback event.
@@ -241,6 +276,48 @@ func (e *Event) ShowLoading(ctx context.Context, seconds int) error {
 		return fmt.Errorf("show loading: %w", err)
 	}
 	return nil
+}
+
+// MarkAsRead shows "Read" on the user's messages in this event's chat, up
+// to and including this event's message, by the message's markAsReadToken
+// (POST /v2/bot/chat/markAsRead). LINE marks messages read by itself unless
+// the channel's Chat setting is on; with it on, a bot that has seen a
+// message says so with MarkAsRead. It fails with ErrNoReadToken when the
+// event carries no token, ErrStandby in standby, ErrNoMessenger without a
+// LINE client. Marking again changes nothing, so a retried handler may call
+// it again.
+func (e *Event) MarkAsRead(ctx context.Context) error {
+	if err := e.canSend(); err != nil {
+		return err
+	}
+	tok := e.readToken()
+	if tok == "" {
+		return ErrNoReadToken
+	}
+	if err := e.messenger.MarkAsRead(ctx, tok); err != nil {
+		return fmt.Errorf("mark as read: %w", err)
+	}
+	return nil
+}
+
+// readToken is the markAsReadToken of the event's message: the typed
+// event's for a text, else read from the raw event (LINE puts one in every
+// message content type).
+func (e *Event) readToken() string {
+	if m, ok := e.Typed.(webhook.MessageEvent); ok {
+		if t, ok := m.Message.(webhook.TextMessageContent); ok {
+			return t.MarkAsReadToken
+		}
+	}
+	var raw struct {
+		Message struct {
+			MarkAsReadToken string `json:"markAsReadToken"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(e.Raw, &raw) != nil {
+		return ""
+	}
+	return raw.Message.MarkAsReadToken
 }
 
 // Answered reports whether a Reply or Push of this event has been sent (or

@@ -21,7 +21,7 @@ var (
 		"message", "postback", "follow")
 	deliveryKeys = jsonscan.NewKeys("isRedelivery")
 	sourceKeys   = jsonscan.NewKeys("type", "userId", "groupId", "roomId")
-	textKeys     = jsonscan.NewKeys("type", "id", "text", "quoteToken", "quotedMessageId", "emojis", "mention")
+	textKeys     = jsonscan.NewKeys("type", "id", "text", "quoteToken", "quotedMessageId", "markAsReadToken", "emojis", "mention")
 	postbackKeys = jsonscan.NewKeys("data", "params")
 	followKeys   = jsonscan.NewKeys("isUnblocked")
 )
@@ -42,8 +42,8 @@ const (
 )
 
 // Reader reads a LINE event in one pass: the head the idempotency claim
-// needs, and for the common events (text messages, postbacks, follow,
-// unfollow, join, leave, written plainly, as LINE writes them) everything
+// needs, and for the common events (text messages and their edits, postbacks,
+// follow, unfollow, join, leave, written plainly, as LINE writes them) everything
 // the SDK's typed event holds, so that Event builds it without the SDK's
 // decoder, which reads an event three to five times over. For anything else
 // Event falls back to the SDK. The worker's decode step runs a Reader inside
@@ -69,7 +69,7 @@ type Reader struct {
 
 // textContent is a text message's content as the SDK decodes it.
 type textContent struct {
-	typ, id, text, quoteToken, quotedMessageID string
+	typ, id, text, quoteToken, quotedMessageID, markAsReadToken string
 }
 
 // ReadEvent reads the event object the scanner is at. It reads exactly one
@@ -260,7 +260,7 @@ func (r *Reader) readMessage(s *jsonscan.Scanner) {
 		return
 	}
 	m := &textContent{}
-	dst := [...]*string{&m.typ, &m.id, &m.text, &m.quoteToken, &m.quotedMessageID}
+	dst := [...]*string{&m.typ, &m.id, &m.text, &m.quoteToken, &m.quotedMessageID, &m.markAsReadToken}
 	r.members(s, textKeys, new(uint32), func(i int) {
 		if i >= len(dst) { // emojis, mention: left to the SDK
 			s.Skip()
@@ -422,7 +422,7 @@ func (r *Reader) typed() (webhook.EventInterface, bool) {
 	ev := webhook.Event{Type: h.Type}
 	mode := webhook.EventMode(h.Mode)
 	switch h.Type {
-	case "message":
+	case "message", "messageEdited":
 		var content webhook.MessageContentInterface
 		if r.seen&(1<<keyMessage) != 0 {
 			m := r.message
@@ -430,7 +430,11 @@ func (r *Reader) typed() (webhook.EventInterface, bool) {
 				return nil, false
 			}
 			content = webhook.TextMessageContent{MessageContent: webhook.MessageContent{Type: m.typ}, Id: m.id, Text: m.text,
-				QuoteToken: m.quoteToken, QuotedMessageId: m.quotedMessageID}
+				QuoteToken: m.quoteToken, QuotedMessageId: m.quotedMessageID, MarkAsReadToken: m.markAsReadToken}
+		}
+		if h.Type == "messageEdited" {
+			return webhook.MessageEditedEvent{Event: ev, Source: src, Timestamp: h.Timestamp, Mode: mode, WebhookEventId: h.WebhookEventID,
+				DeliveryContext: delivery, ReplyToken: h.ReplyToken, Message: content}, true
 		}
 		return webhook.MessageEvent{Event: ev, Source: src, Timestamp: h.Timestamp, Mode: mode, WebhookEventId: h.WebhookEventID,
 			DeliveryContext: delivery, ReplyToken: h.ReplyToken, Message: content}, true

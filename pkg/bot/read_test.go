@@ -115,6 +115,12 @@ func TestReaderBuildsCommonEventsItself(t *testing.T) {
 		{"unfollow-user#0", true},
 		{"join-group#0", true},
 		{"leave-group#0", true},
+		// An edit of a text in a group (SDK v8.22.0's MessageEditedEvent;
+		// https://developers.line.biz/en/reference/messaging-api/#edit-event)
+		// and a text with its markAsReadToken, as LINE's mark-as-read page
+		// shows one (https://developers.line.biz/en/docs/messaging-api/mark-as-read).
+		{"messageEdited-group#0", true},
+		{"message-text-markasread-user#0", true},
 		{"message-text-emojis-user#0", false}, // emojis: the SDK's
 		{"message-image-user#0", false},
 		{"beacon-enter-user#0", false},
@@ -194,4 +200,35 @@ func FuzzReader(f *testing.F) {
 		}
 		checkAgainstReference(t, raw)
 	})
+}
+
+// Since line-bot-sdk-go v8.19.1 (#679) a required array LINE sends empty
+// decodes to an empty slice, not nil: LINE's verify request (no events)
+// gives a CallbackRequest whose Events is empty and non-nil, and an event
+// of a type the SDK knows since v8.22.0 (messageEdited) decodes to its
+// typed struct instead of UnknownEvent.
+func TestSDKDecodesAsPinned(t *testing.T) {
+	b, err := os.ReadFile("testdata/verify-empty-events.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cb webhook.CallbackRequest
+	if err := json.Unmarshal(b, &cb); err != nil {
+		t.Fatal(err)
+	}
+	if cb.Events == nil || len(cb.Events) != 0 {
+		t.Fatalf("verify body: Events = %#v, want an empty non-nil slice", cb.Events)
+	}
+	raw := sampleEvents(t)["messageEdited-group#0"]
+	typed, err := webhook.UnmarshalEvent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, ok := typed.(webhook.MessageEditedEvent)
+	if !ok {
+		t.Fatalf("messageEdited decodes to %T", typed)
+	}
+	if tm, ok := ed.Message.(webhook.TextMessageContent); !ok || tm.Text != "Hello, edited world" {
+		t.Fatalf("edited message %#v", ed.Message)
+	}
 }

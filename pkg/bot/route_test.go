@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/linegate/linegate/internal/testmessenger"
 )
@@ -98,5 +99,68 @@ func TestAnswered(t *testing.T) {
 	}
 	if err := ev.ReplyText(context.Background(), "hi"); err != nil || !ev.Answered() {
 		t.Fatalf("after a reply: answered %v (%v)", ev.Answered(), err)
+	}
+}
+
+// Debounced reports the debounce of the route an event takes, under the
+// route's name (what the worker keeps a chat's burst under); options out of
+// range are clamped; standby events and events no debounced route takes
+// are not debounced.
+func TestDebouncedRoutes(t *testing.T) {
+	nop := func(context.Context, *Event, string) error { return nil }
+	r := NewRouter()
+	r.OnText("", nop)
+	r.OnText("ask", nop, Debounce(2*time.Second, 10*time.Second))
+	r.OnText("ask now", nop)
+	r.OnText("wait", nop, Debounce(time.Hour, time.Second))
+	r.OnText("off", nop, Debounce(0, time.Minute))
+	r.OnPostback(func(context.Context, *Event, string) error { return nil }, Debounce(time.Second, 0), Long())
+	postback := mustParse(t, `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"postback":{"data":"x"}}`, nil)
+	tests := []struct {
+		name            string
+		ev              *Event
+		route           string
+		window, maxWait time.Duration
+	}{
+		{"not debounced", textEvent(t, "hello", "active"), "", 0, 0},
+		{"a debounced text route", textEvent(t, "ask me", "active"), "text:ask", 2 * time.Second, 10 * time.Second},
+		{"a longer prefix without it", textEvent(t, "ask now please", "active"), "", 0, 0},
+		{"clamped to maxDebounce", textEvent(t, "wait", "active"), "text:wait", maxDebounce, maxDebounce},
+		{"a window of 0 is off", textEvent(t, "off", "active"), "", 0, 0},
+		{"maxWait under window is window", postback, "type:postback", time.Second, time.Second},
+		{"standby never is", textEvent(t, "ask me", "standby"), "", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			route, window, maxWait := r.Debounced(tt.ev)
+			if route != tt.route || window != tt.window || maxWait != tt.maxWait {
+				t.Fatalf("Debounced = %q %v %v, want %q %v %v", route, window, maxWait, tt.route, tt.window, tt.maxWait)
+			}
+		})
+	}
+	if !r.Long(postback) {
+		t.Fatal("Debounce dropped the route's other options")
+	}
+}
+
+// An event's Batch is itself unless the worker bound a burst to it; the
+// batch returned is a copy.
+func TestBatch(t *testing.T) {
+	a, b := textEvent(t, "ask a", "active"), textEvent(t, "ask b", "active")
+	if got := b.Batch(); len(got) != 1 || got[0] != b {
+		t.Fatalf("unbound batch %v", got)
+	}
+	b.BindBatch([]*Event{a, b})
+	got := b.Batch()
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("bound batch %v", got)
+	}
+	got[0] = nil
+	if b.Batch()[0] != a {
+		t.Fatal("Batch shares its slice")
+	}
+	b.BindBatch(nil)
+	if len(b.Batch()) != 1 {
+		t.Fatal("BindBatch(nil) did not unbind")
 	}
 }

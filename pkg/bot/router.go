@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"strings"
+	"time"
 )
 
 // Handler handles one event. A returned error fails the record, which is then
@@ -19,7 +20,8 @@ type RouteOption func(*routeOptions)
 
 // routeOptions are what the options of one registration set.
 type routeOptions struct {
-	long bool
+	long            bool
+	window, maxWait time.Duration // Debounce; a zero window: not debounced
 }
 
 // Long declares the route's work long (an LLM call, image generation, a
@@ -33,6 +35,39 @@ type routeOptions struct {
 // result is not ordered with the chat's later messages (docs/adr/0002).
 func Long() RouteOption { return func(o *routeOptions) { o.long = true } }
 
+// maxDebounce is the longest debounce window and wait: SQS delays a
+// message at most 15 minutes, and the worker waits for a burst's end with
+// such a delay.
+const maxDebounce = 15 * time.Minute
+
+// Debounce hands one handler call all of a chat's messages of this route
+// that arrive in a burst: people split one thought into several quick
+// messages, and an LLM bot should answer the thought once. An event of the
+// route waits until no newer one of its chat (and route) has arrived for
+// window, and at most maxWait after the burst's first; then the handler
+// runs once, on the newest event (its reply token is the freshest), with
+// every event of the burst, oldest first, in e.Batch(). Each event is in
+// exactly one batch, and a chat's batches run one after another.
+//
+// The window is conversational time, measured on the clock (never
+// compressed by `linegate local --time-scale`). A debounced handler runs
+// on the long-work queue, as a Long one does (docs/adr/0005): its answer
+// is not ordered with the chat's later messages of other routes, which are
+// answered while the burst waits. Without a long-work queue (a worker
+// built without one) every event runs on its own. A window of 0 or less
+// turns debouncing off; window and maxWait are capped at 15 minutes, and
+// a maxWait under window is window.
+func Debounce(window, maxWait time.Duration) RouteOption {
+	return func(o *routeOptions) {
+		if window <= 0 {
+			o.window, o.maxWait = 0, 0
+			return
+		}
+		o.window = min(window, maxDebounce)
+		o.maxWait = min(max(maxWait, o.window), maxDebounce)
+	}
+}
+
 func optionsOf(opts []RouteOption) routeOptions {
 	var o routeOptions
 	for _, f := range opts {
@@ -41,9 +76,11 @@ func optionsOf(opts []RouteOption) routeOptions {
 	return o
 }
 
-// route is one registered handler with its options.
+// route is one registered handler with its options, and its name: what
+// a chat's debounce buffer is kept under.
 type route struct {
-	h Handler
+	h    Handler
+	name string
 	routeOptions
 }
 
@@ -72,7 +109,7 @@ func (r *Router) Use(mw ...Middleware) { r.mw = append(r.mw, mw...) }
 // On handles every event of a type, including types added to LINE after this
 // code was written ("membership", …).
 func (r *Router) On(eventType string, h Handler, opts ...RouteOption) {
-	r.byType[eventType] = route{h: h, routeOptions: optionsOf(opts)}
+	r.byType[eventType] = route{h: h, name: "type:" + eventType, routeOptions: optionsOf(opts)}
 }
 
 // OnMessage handles every message event (text, image, sticker, …) that no
@@ -83,6 +120,22 @@ func (r *Router) OnMessage(h Handler, opts ...RouteOption) { r.On("message", h, 
 // (the longest matching prefix wins); "" matches every text.
 func (r *Router) OnText(prefix string, h func(ctx context.Context, e *Event, text string) error, opts ...RouteOption) {
 	r.text = append(r.text, textRoute{prefix: prefix, h: h, routeOptions: optionsOf(opts)})
+}
+
+// OnEdited handles a user editing a text they sent (LINE's messageEdited
+// event, sent for group chats only so far), with what the message says
+// now ("" when its content is not a text). The edit's message ID is the
+// typed event's (webhook.MessageEditedEvent). LINE may deliver a message's
+// edits out of order and the largest timestamp is the latest state: the
+// worker keeps, per chat and message, the newest edit it has seen, and an
+// older edit arriving after a newer one is acknowledged without running
+// the handler (outcome "stale"), so a handler never acts on text that was
+// already replaced. A chat's edits run one at a time in LINE's order, like
+// every event of the chat.
+func (r *Router) OnEdited(h func(ctx context.Context, e *Event, text string) error, opts ...RouteOption) {
+	r.On("messageEdited", func(ctx context.Context, e *Event) error {
+		return h(ctx, e, e.editedText())
+	}, opts...)
 }
 
 // OnFollow handles a user adding the bot as a friend (or unblocking it).
@@ -101,7 +154,7 @@ func (r *Router) OnPostback(h func(ctx context.Context, e *Event, data string) e
 
 // Default handles every event no other route took.
 func (r *Router) Default(h Handler, opts ...RouteOption) {
-	r.fallback = route{h: h, routeOptions: optionsOf(opts)}
+	r.fallback = route{h: h, name: "default", routeOptions: optionsOf(opts)}
 }
 
 // Dispatch runs the handler for e through the middleware. Events in standby
@@ -131,6 +184,21 @@ func (r *Router) Long(e *Event) bool {
 	return rt.h != nil && rt.long
 }
 
+// Debounced reports the debounce of e's route, registered with Debounce:
+// the route's name (what the worker keeps the chat's burst under), its
+// window and its longest wait. It reports "" for an event whose route is
+// not debounced, in standby, or that no route takes.
+func (r *Router) Debounced(e *Event) (route string, window, maxWait time.Duration) {
+	if e.Standby() {
+		return "", 0, 0
+	}
+	rt := r.route(e)
+	if rt.h == nil || rt.window <= 0 {
+		return "", 0, 0
+	}
+	return rt.name, rt.window, rt.maxWait
+}
+
 func (r *Router) route(e *Event) route {
 	if text, ok := e.Text(); ok {
 		best := -1
@@ -141,7 +209,7 @@ func (r *Router) route(e *Event) route {
 		}
 		if best >= 0 {
 			tr := r.text[best]
-			return route{h: func(ctx context.Context, e *Event) error { return tr.h(ctx, e, text) }, routeOptions: tr.routeOptions}
+			return route{h: func(ctx context.Context, e *Event) error { return tr.h(ctx, e, text) }, name: "text:" + tr.prefix, routeOptions: tr.routeOptions}
 		}
 	}
 	if rt, ok := r.byType[e.Type]; ok {

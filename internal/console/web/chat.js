@@ -206,12 +206,14 @@ export class ChatPane {
     const stick = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 40;
     const rows = [];
     let lastBot = null, userAfter = false, loading = null;
+    const readUpTo = readMark(t.entries);
     for (const e of t.entries) {
       if (e.from === 'user') {
-        rows.push(userRow(e, this.displayTexts.get(e.webhookEventId)));
+        rows.push(userRow(e, this.displayTexts.get(e.webhookEventId), e.seq <= readUpTo));
         userAfter = true;
         continue;
       }
+      if (e.kind === 'read') continue;
       if (e.kind === 'loading') { loading = e; continue; }
       loading = loading && new Date(e.at) > new Date(loading.at) ? null : loading;
       for (const m of e.messages || []) {
@@ -229,14 +231,40 @@ export class ChatPane {
         this.loadingTimer = setTimeout(() => this.render(t), until - Date.now() + 50);
       }
     }
-    replace(this.list, rows.length ? rows : h('div', {class: 'empty'}, 'Say hello: type below and press Enter. Try "menu", "order", "slow report" or "probe:fail".'));
+    replace(this.list, rows.length ? rows : h('div', {class: 'empty'}, 'Say hello: type below and press Enter. Try "menu", "order", "ask …" (in several quick messages), "slow report" or "probe:fail".'));
     replace(this.quick, !userAfter && lastBot ? quickReply(lastBot, {act: this.act}) : null);
     if (stick || this.rendered !== rows.length) this.list.scrollTop = this.list.scrollHeight;
     this.rendered = rows.length;
   }
 }
 
-function userRow(e, displayText) {
+// readMark is the number of the newest user entry the bot marked read:
+// LINE's mark as read covers the chat's messages up to and including the
+// message whose token was used (a mark naming no message the transcript
+// holds covers what came before the mark).
+function readMark(entries) {
+  let upTo = 0;
+  for (const r of entries) {
+    if (r.kind !== 'read') continue;
+    let covered = 0;
+    for (const e of entries) {
+      if (e.from !== 'user' || e.seq > r.seq) continue;
+      covered = e.seq;
+      if (messageId(e) === r.readMessageId) break;
+    }
+    upTo = Math.max(upTo, covered);
+  }
+  return upTo;
+}
+
+function messageId(e) {
+  try {
+    const ev = typeof e.event === 'object' ? e.event : JSON.parse(e.event);
+    return ev.message && ev.message.id;
+  } catch { return undefined; }
+}
+
+function userRow(e, displayText, read) {
   let ev = {};
   try { ev = typeof e.event === 'object' ? e.event : JSON.parse(e.event); } catch { /* shown as unknown */ }
   const r = userEvent(ev, displayText);
@@ -244,8 +272,9 @@ function userRow(e, displayText) {
   if (r.system) return h('div', {class: 'row system', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId},
     h('span', {}, who && r.system.startsWith('You ') ? `${who} ${r.system.slice(4)}` : r.system));
   const bare = ev.type === 'message' && ev.message && ev.message.type !== 'text';
-  return h('div', {class: 'row from-user', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId, title: `${fmtTime(e.at)} · webhookEventId ${e.webhookEventId}`},
-    h('div', {class: 'bubble user-bubble' + (bare ? ' bare' : '')}, who ? h('div', {class: 'sender'}, who) : null, r.bubble),
+  return h('div', {class: 'row from-user', 'data-testid': 'chat-message', 'data-from': 'user', 'data-event-id': e.webhookEventId, 'data-read': read ? 'true' : 'false', title: `${fmtTime(e.at)} · webhookEventId ${e.webhookEventId}`},
+    h('div', {class: 'user-line'}, read ? h('span', {class: 'read-mark', 'data-testid': 'read'}, 'Read') : null,
+      h('div', {class: 'bubble user-bubble' + (bare ? ' bare' : '')}, who ? h('div', {class: 'sender'}, who) : null, r.bubble)),
     h('div', {class: 'meta'}, fmtTime(e.at) + (r.note ? ' · ' + r.note : '')));
 }
 

@@ -360,6 +360,8 @@ export function userEvent(ev, displayText) {
         case 'location': return {bubble: message(m, {})};
         default: return {bubble: h('div', {class: 'bubble-text'}, `(${String(m.type)})`)};
       }
+    case 'messageEdited':
+      return {bubble: h('div', {class: 'bubble-text'}, String(m.text ?? `(${String(m.type)})`)), note: 'edited'};
     case 'postback':
       if (displayText) return {bubble: h('div', {class: 'bubble-text'}, displayText), note: `postback ${ev.postback && ev.postback.data}`};
       return {system: `You tapped a button: postback ${clip((ev.postback && ev.postback.data) || '', 32)}`, tap: true};
