@@ -271,15 +271,22 @@ func TestSAMCLIRunsEverySample(t *testing.T) {
 				}
 			case "notifier":
 				checkNotifier(t, rt, inv, w)
-				// The same batch again, in a new container (an SQS
-				// redelivery, a cold start): the retry key is derived from
-				// the SNS MessageIds, so LINE takes no second push.
-				checkNotifier(t, rt, invoke(t, sam, built, functionOf[prefix], name), w)
+				if name == redelivered {
+					// The same batch again, in a new container (an SQS
+					// redelivery, a cold start): the retry key is derived
+					// from the SNS MessageIds, so LINE takes no second push.
+					checkNotifier(t, rt, invoke(t, sam, built, functionOf[prefix], name), w)
+				}
 			}
 		})
 	}
 	t.Logf("%d of %d samples invoked in %.1f s; validate, build and invokes %.1f s in all", ran, len(want), time.Since(invokes).Seconds(), time.Since(began).Seconds())
 }
+
+// redelivered is the notifier sample invoked twice against the same
+// linegate local. One is enough to show the retry key holds across processes;
+// each invocation costs a container start under QEMU.
+const redelivered = "notifier-crash-burst.json"
 
 // invoke runs `sam local invoke fn --event events/sample` as a developer
 // does from the repository's root, and fails the test unless the function
