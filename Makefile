@@ -15,7 +15,7 @@ TIME_SCALE ?= 30
 # (`make local STATE=` runs in memory only).
 STATE     ?= .linegate
 
-.PHONY: build test unit lint local deploy bench fuzz cfn-lint clean \
+.PHONY: build test unit lint local deploy bench fuzz cfn-lint clean sam-test \
         build-WebhookFunction build-WorkerFunction build-NotifierFunction build-QuotaFunction
 
 ## build: every Lambda's linux/arm64 bootstrap under .aws-sam/manual/<LogicalId>/
@@ -41,6 +41,13 @@ build-QuotaFunction:
 test: cfn-lint
 	$(GO) vet ./...
 	GO=$(GO) $(GO) run ./internal/cmd/testsummary -race -count=1 ./...
+
+## sam-test: only the real AWS SAM CLI's run over events/ (sam validate --lint,
+## sam build, sam local invoke of every sample against linegate local), which
+## `make test` runs too; needs sam on PATH and Docker (docs/testing.md)
+sam-test:
+	@command -v sam >/dev/null 2>&1 || { echo "sam is not on PATH (docs/testing.md: the AWS SAM CLI and Docker)" >&2; exit 1; }
+	$(GO) test -count=1 -v -run 'TestSAMCLIRunsEverySample' ./internal/samcli
 
 ## unit: the tests without the race detector (faster while editing)
 unit:

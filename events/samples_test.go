@@ -34,8 +34,9 @@ import (
 )
 
 // outcome is what a sample is documented to produce. The table lives in
-// expected.json, shared with internal/coldstart, which checks the same outcomes
-// through the built bootstrap binaries under the Runtime Interface Emulator.
+// expected.json, shared with internal/samcli, which checks the same outcomes
+// with the real SAM CLI: `sam build`, then `sam local invoke` of each sample
+// against linegate local.
 type outcome struct {
 	Status    int      `json:"status"`    // webhook: HTTP status
 	Published int      `json:"published"` // webhook: events handed to the bus

@@ -106,7 +106,7 @@ const laptop = "<laptop world>"
 // fails for a new package on neither side.
 var laptopWorld = []string{
 	"awswire", "bench", "botproc", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
-	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "stack",
+	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "stack",
 	"template", "testbot", "testclock", "testio", "testmem", "testmessenger", "testmetrics", "testsns",
 	"testsummary", "watch", "xraycollector",
 }

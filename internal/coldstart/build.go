@@ -1,9 +1,9 @@
 // Package coldstart builds the Lambda functions exactly as they are deployed
-// and runs them, without Docker, under the AWS Lambda Runtime Interface
-// Emulator (aws-lambda-rie): `sam local invoke` minus the container. It exists
-// so tests can push every sample event through the real bootstrap binaries,
-// and so the cost of a cold start (binary and zip size, INIT duration) is
-// measured rather than guessed.
+// (the Makefile's build-<LogicalId> recipe) and runs them, without Docker,
+// under the AWS Lambda Runtime Interface Emulator (aws-lambda-rie), so the
+// cost of a cold start (binary and zip size, INIT duration, the wait on SSM)
+// is measured rather than guessed. What a function does under `sam local
+// invoke` is not modelled here: internal/samcli runs the real SAM CLI.
 //
 // The emulator runs on Linux only. Install it with
 //

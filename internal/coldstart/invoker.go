@@ -123,14 +123,6 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o
 		"--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", runtimeAddr,
 		bootstrap}
-	var hostsFile string
-	if len(o.hosts) > 0 {
-		if hostsFile, err = writeHosts(o.hosts); err != nil {
-			return nil, fmt.Errorf("start %s: %w", bootstrap, err)
-		}
-		defer os.Remove(hostsFile) // the bind mount keeps the inode
-		args = hostsWrapper(hostsFile, args)
-	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = environ(env)
@@ -183,58 +175,6 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o
 		case <-tick.C:
 		}
 	}
-}
-
-// hostsWrapper runs args in a new mount namespace with hostsFile bound
-// over /etc/hosts.
-func hostsWrapper(hostsFile string, args []string) []string {
-	return append([]string{"unshare", "--mount", "--", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hostsFile}, args...)
-}
-
-// writeHosts writes the machine's /etc/hosts plus entries to a temporary
-// file.
-func writeHosts(entries map[string]string) (string, error) {
-	base, err := os.ReadFile("/etc/hosts")
-	if err != nil {
-		return "", fmt.Errorf("read /etc/hosts: %w", err)
-	}
-	f, err := os.CreateTemp("", "coldstart-hosts-")
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	b.Write(base)
-	if len(base) > 0 && base[len(base)-1] != '\n' {
-		b.WriteByte('\n')
-	}
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		fmt.Fprintf(&b, "%s %s\n", entries[name], name)
-	}
-	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		return "", err
-	}
-	return f.Name(), f.Close()
-}
-
-// ErrNoHosts means WithHosts cannot work here: it needs Linux, root and
-// unshare(1) with mount namespaces.
-var ErrNoHosts = errors.New("a private /etc/hosts needs root and unshare --mount")
-
-// CheckHosts reports whether WithHosts works on this machine, by resolving
-// a name through a private /etc/hosts the way Start would set one up. It
-// returns an error wrapping ErrNoHosts when it does not.
-func CheckHosts(ctx context.Context) error {
-	file, err := writeHosts(map[string]string{"coldstart-check.invalid": "127.0.0.1"})
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoHosts, err)
-	}
-	defer os.Remove(file)
-	args := hostsWrapper(file, []string{"grep", "-q", "coldstart-check.invalid", "/etc/hosts"})
-	if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: %v: %s", ErrNoHosts, err, bytes.TrimSpace(out))
-	}
-	return nil
 }
 
 // environ is the emulator's (and so the function's) environment: PATH and

@@ -29,7 +29,6 @@ type options struct {
 	starts       int
 	noZip        bool
 	env          map[string]map[string]string
-	hosts        map[string]string
 	ssm          string
 }
 
@@ -98,17 +97,6 @@ func WithEnv(function string, env map[string]string) Option {
 // through a proxy that times each SSM call, so a Row tells the wait on the
 // endpoint from the rest of the INIT.
 func WithSSM(endpoint string) Option { return func(o *options) { o.ssm = endpoint } }
-
-// WithHosts makes Start run the emulator, and so the function, in a private
-// mount namespace whose /etc/hosts is the machine's plus these entries (name
-// → address), the way Docker's --add-host gives a container its own
-// /etc/hosts: SAM on Linux runs functions with --add-host
-// host.docker.internal:host-gateway. It needs root and unshare(1) (see
-// CheckHosts); the network is the host's, so the address is usually
-// 127.0.0.1 where Docker's would be the bridge gateway.
-func WithHosts(entries map[string]string) Option {
-	return func(o *options) { o.hosts = entries }
-}
 
 // FindEmulator returns the path of aws-lambda-rie: from PATH, else GOBIN,
 // else GOPATH/bin (where `go install` puts it; often not on PATH). It

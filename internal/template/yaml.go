@@ -196,8 +196,8 @@ func scalar(n *yaml.Node) any {
 
 // Decode parses a template without evaluating it: the document as plain Go
 // values with every short-form tag in its long form ({"Ref": …},
-// {"Fn::Sub": …}), for tools that resolve intrinsics by other rules than
-// CloudFormation's (internal/coldstart resolves them as `sam local` does).
+// {"Fn::Sub": …}), which Load then evaluates, and for tools that resolve
+// intrinsics by other rules than CloudFormation's.
 func Decode(data []byte) (map[string]any, error) {
 	v, err := decodeYAML(data)
 	if err != nil {
