@@ -100,10 +100,10 @@ func TestPackageTablesMatchTheTree(t *testing.T) {
 // there.
 func TestNamedMatchesBothForms(t *testing.T) {
 	for row, pkgs := range map[string]struct{ named, not []string }{
-		"| `internal/ingress`": {named: []string{"internal/ingress"}, not: []string{"internal/ingress/sub", "pkg/ing"}},
+		"| `internal/ingress`":                             {named: []string{"internal/ingress"}, not: []string{"internal/ingress/sub", "pkg/ing"}},
 		"| `internal/compose` (+ `webhookfn`, `workerfn`)": {named: []string{"internal/compose/workerfn", "internal/compose"}, not: []string{"internal/compose/quotafn"}},
-		"| `internal/cloud/mem` (+ `mem/queue`)":      {named: []string{"internal/cloud/mem/queue"}, not: []string{"internal/cloud/queue"}},
-		"| `pkg/eventbus`, `pkg/chatqueue`":           {not: []string{"pkg/chat", "pkg/batch"}},
+		"| `internal/cloud/mem` (+ `mem/queue`)":           {named: []string{"internal/cloud/mem/queue"}, not: []string{"internal/cloud/queue"}},
+		"| `pkg/eventbus`, `pkg/chatqueue`":                {not: []string{"pkg/chat", "pkg/batch"}},
 		"| `internal/idempotency` (+ `idempotencytest`)":   {named: []string{"internal/idempotency/idempotencytest"}, not: []string{"internal/held/idempotencytest"}},
 	} {
 		for _, p := range pkgs.named {
