@@ -121,3 +121,21 @@ func TestFlushingTracesEachInvocation(t *testing.T) {
 		t.Fatalf("panicking invocation spans %+v", s)
 	}
 }
+
+// BenchmarkNewTracing is what building each backend adds to a function's
+// INIT (docs/benchmarks.md, "Cold start"): go test -run '^$' -bench NewTracing ./internal/compose
+func BenchmarkNewTracing(b *testing.B) {
+	for _, backend := range []config.Backend{config.TracingXRay, config.TracingOTel} {
+		b.Run(string(backend), func(b *testing.B) {
+			for b.Loop() {
+				tr, err := NewTracing(backend, TracingOptions{Daemon: "127.0.0.1:2000", Service: "fn", Region: "us-east-1"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = tr.Shutdown(context.Background())
+				b.StartTimer()
+			}
+		})
+	}
+}

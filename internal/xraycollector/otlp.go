@@ -122,8 +122,8 @@ func spanSegment(sp *tracepb.Span) (string, Segment, error) {
 		ID:    hex.EncodeToString(sp.GetSpanId()),
 		Name:  sp.GetName(),
 		Type:  "subsegment",
-		Start: float64(sp.GetStartTimeUnixNano()) / 1e9,
-		End:   float64(sp.GetEndTimeUnixNano()) / 1e9,
+		Start: seconds(sp.GetStartTimeUnixNano()),
+		End:   seconds(sp.GetEndTimeUnixNano()),
 		OTLP:  true,
 	}
 	if len(sp.GetParentSpanId()) == 8 {
@@ -191,6 +191,13 @@ func spanSegment(sp *tracepb.Span) (string, Segment, error) {
 		}
 	}
 	return telemetry.FormatTraceID([16]byte(sp.GetTraceId())), s, nil
+}
+
+// seconds is a Unix time in nanoseconds as the seconds of a segment
+// document, whole seconds and fraction converted apart so the fraction keeps
+// its digits.
+func seconds(ns uint64) float64 {
+	return float64(ns/1e9) + float64(ns%1e9)/1e9
 }
 
 // annotationValue is an attribute as the JSON of a segment document holds

@@ -387,3 +387,40 @@ func TestBackendSendsAtInvocationEnd(t *testing.T) {
 		t.Errorf("invocation attributes %v", i.Attributes)
 	}
 }
+
+// BenchmarkInvocation is what OpenTelemetry adds to one webhook invocation:
+// its span, two AWS call spans and the flush at its end, which encodes them
+// and sends the datagram to a daemon on loopback (docs/benchmarks.md, "Cold
+// start"): go test -run '^$' -bench Invocation ./internal/telemetry/otelxray
+func BenchmarkInvocation(b *testing.B) {
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		buf := make([]byte, 70000)
+		for {
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	be, err := New(WithDaemonAddress(conn.LocalAddr().String()), WithService("WebhookFunction", "us-east-1", "1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Shutdown(context.Background())
+	invoke := telemetry.WithInvokeHeader(telemetry.WithBackend(context.Background(), be),
+		telemetry.Header{Root: "1-5759e988-bd862e3fe1be46a994272793", Parent: "53995c3f42cd8ad8", Sampled: true})
+	for b.Loop() {
+		ctx, inv := telemetry.StartInvocation(invoke, "WebhookFunction")
+		for _, svc := range []string{"EventBridge", "SQS"} {
+			_, s := telemetry.StartAWSCall(ctx, svc, "Put", "us-east-1")
+			s.SetHTTPStatus(200)
+			s.End(nil)
+		}
+		inv.SetHTTPStatus(200)
+		inv.End(nil)
+	}
+}

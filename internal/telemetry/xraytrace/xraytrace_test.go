@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -113,3 +114,39 @@ func TestSDKLoggerFilters(t *testing.T) {
 type stringer string
 
 func (s stringer) String() string { return string(s) }
+
+// BenchmarkInvocation is what the X-Ray SDK adds to one webhook invocation
+// in Lambda: two AWS call subsegments of the facade, each sent to a daemon
+// on loopback when it closes (compare otelxray's BenchmarkInvocation): go
+// test -run '^$' -bench Invocation ./internal/telemetry/xraytrace
+func BenchmarkInvocation(b *testing.B) {
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		buf := make([]byte, 70000)
+		for {
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	be, err := New(WithDaemonAddress(conn.LocalAddr().String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	invoke := telemetry.WithInvokeHeader(telemetry.WithBackend(context.Background(), be),
+		telemetry.Header{Root: "1-5759e988-bd862e3fe1be46a994272793", Parent: "53995c3f42cd8ad8", Sampled: true})
+	for b.Loop() {
+		ctx, inv := telemetry.StartInvocation(invoke, "WebhookFunction")
+		for _, svc := range []string{"EventBridge", "SQS"} {
+			_, s := telemetry.StartAWSCall(ctx, svc, "Put", "us-east-1")
+			s.SetHTTPStatus(200)
+			s.End(nil)
+		}
+		inv.SetHTTPStatus(200)
+		inv.End(nil)
+	}
+}
