@@ -118,3 +118,23 @@ func FuzzParseTraceHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTraceID checks that any input either fails with
+// ErrInvalidTraceHeader or is an X-Ray trace id whose bytes format back to
+// it (in lower case).
+func FuzzParseTraceID(f *testing.F) {
+	f.Add("1-5759e988-bd862e3fe1be46a994272793")
+	f.Add("1-5759E988-BD862E3FE1BE46A994272793")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseTraceID(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidTraceHeader) {
+				t.Fatalf("error %v does not wrap ErrInvalidTraceHeader", err)
+			}
+			return
+		}
+		if got := FormatTraceID(id); got != strings.ToLower(s) {
+			t.Fatalf("ParseTraceID(%q) formats back as %q", s, got)
+		}
+	})
+}

@@ -424,3 +424,20 @@ func BenchmarkInvocation(b *testing.B) {
 		inv.End(nil)
 	}
 }
+
+// FuzzDaemonUDPAddress feeds AWS_XRAY_DAEMON_ADDRESS values: an accepted one
+// is a host:port the UDP dialer can parse.
+func FuzzDaemonUDPAddress(f *testing.F) {
+	for _, s := range []string{"", "169.254.79.129:2000", "tcp:127.0.0.1:2000 udp:127.0.0.2:2001", "udp:[::1]:2000", "no-port"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		addr, err := DaemonUDPAddress(s)
+		if err != nil {
+			return
+		}
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			t.Fatalf("DaemonUDPAddress(%q) = %q, not host:port (%v)", s, addr, err)
+		}
+	})
+}
