@@ -253,8 +253,8 @@ func testEndToEnd(t *testing.T, newBackend New) {
 	if want := "Root=" + traceID + ";Parent=" + publish.ID() + ";Sampled=1"; downstream != want {
 		t.Errorf("TraceHeader under publish = %q, want %q", downstream, want)
 	}
-	tr, by := waitFinished(t, col, traceID, root.ID(), verify.ID(), publish.ID(), line.ID())
-	tr = WaitUntil(t, col, traceID, "the AWS and HTTP calls", func(tr xraycollector.Trace) bool {
+	_, by := waitFinished(t, col, traceID, root.ID(), verify.ID(), publish.ID(), line.ID())
+	tr := WaitUntil(t, col, traceID, "the AWS and HTTP calls", func(tr xraycollector.Trace) bool {
 		n := 0
 		for _, s := range tr.Segments {
 			if s.Namespace != "" && !s.InProgress {
