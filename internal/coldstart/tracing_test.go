@@ -151,8 +151,14 @@ func TestLambdaTracesUnderTheInvokesHeader(t *testing.T) {
 			if !strings.Contains(answer, "/response ") || !strings.Contains(answer, `"statusCode":500`) {
 				t.Fatalf("answer %q, want a 500 response: the bus is a closed port", answer)
 			}
-			if !strings.Contains(logs.String(), `"traceId":"`+invoke.Root+`"`) {
-				t.Errorf("the function's logs do not carry the invoke's trace id %s", invoke.Root)
+			// The logs reach the buffer through a pipe, after the answer
+			// maybe: wait for the line.
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"traceId":"`+invoke.Root+`"`); {
+				if time.Now().After(deadline) {
+					t.Errorf("the function's logs do not carry the invoke's trace id %s within 10 s", invoke.Root)
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			tr := tracetest.WaitUntil(t, col, invoke.Root, "the webhook's EventBridge and SQS calls in the invoke's trace", func(tr xraycollector.Trace) bool {
 				var names []string
