@@ -67,7 +67,8 @@ type Backend interface {
 }
 
 // BackendSpan is one span as a Backend records it. The seam's Span calls End
-// or Panic exactly once, and nothing after that.
+// or Panic at most once; what is called after that may be ignored.
+// Implementations are safe for concurrent use.
 type BackendSpan interface {
 	// SetAttribute records key=value; indexed attributes are the ones X-Ray
 	// indexes for search (annotations), the others are metadata.
