@@ -108,7 +108,7 @@ var laptopWorld = []string{
 	"awswire", "bench", "botproc", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
 	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "stack",
 	"template", "testbot", "testclock", "testio", "testmem", "testmessenger", "testmetrics", "testsns",
-	"testsummary", "watch", "xraycollector",
+	"testsummary", "tracetest", "watch", "xraycollector",
 }
 
 // expand turns a deny list into import-path prefixes (laptop into each of
@@ -187,6 +187,57 @@ func TestDependencyListsAreReal(t *testing.T) {
 			t.Errorf("%s links no SQS client: it cannot feed or settle the chat queue", fn)
 		}
 	}
+}
+
+// tracingSDKs are the tracing SDKs: only the seam's backends
+// (internal/telemetry/xraytrace, internal/telemetry/otelxray) import them,
+// and only the composition root (internal/compose) picks a backend.
+var tracingSDKs = []string{"github.com/aws/aws-xray-sdk-go/", "go.opentelemetry.io/"}
+
+// The cores and the packages that merely log link no tracing SDK: they
+// trace through internal/telemetry's verbs, and importing them runs none of
+// an SDK's package initialisation (the X-Ray SDK's reads its environment,
+// may panic on a bad AWS_XRAY_DAEMON_ADDRESS and, in Lambda, writes a file).
+// Every function links both backends, since TRACING picks one at start.
+func TestTracingSDKsStayBehindTheSeam(t *testing.T) {
+	cores := []string{"internal/telemetry", "internal/ingress", "internal/eventbus", "internal/chatqueue", "internal/worker",
+		"internal/alert", "internal/crash", "internal/lineapi", "internal/chatops", "internal/held", "internal/quota",
+		"internal/idempotency", "internal/config", "pkg/bot"}
+	args := append([]string{"list", "-tags", "lambda.norpc", "-deps"}, prefixed(cores)...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	all := strings.Fields(string(out))
+	if !contains(all, module+"internal/telemetry") || len(all) < 50 {
+		t.Fatalf("go list gave %d packages, not the cores' dependency list", len(all))
+	}
+	for _, d := range all {
+		for _, sdk := range tracingSDKs {
+			if strings.HasPrefix(d, sdk) {
+				t.Errorf("a core links %s: cores trace through internal/telemetry only", d)
+			}
+		}
+	}
+	for fn := range denied {
+		for _, backend := range []string{"internal/telemetry/xraytrace", "internal/telemetry/otelxray"} {
+			if !contains(deps(t, fn), module+backend) {
+				t.Errorf("%s does not link %s: TRACING could not choose it", fn, backend)
+			}
+		}
+	}
+}
+
+// prefixed turns module-relative package paths into import paths.
+func prefixed(pkgs []string) []string {
+	out := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		out[i] = module + p
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {

@@ -26,9 +26,18 @@ func localCommand(fs *flag.FlagSet) action {
 	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
 	state := fs.String("state", "", "keep queues, DLQs, the DynamoDB tables and the event log in this directory: they survive a crash and a restart (make local uses .linegate)")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
+	tracing := fs.String("tracing", "", "the functions' tracing backend: xray (the X-Ray SDK) or otel (OpenTelemetry, OTLP datagrams to the local X-Ray daemon); default: the template's Tracing parameter")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *scale <= 0 {
 			return usageError{"--time-scale must be positive"}
+		}
+		var backend config.Backend
+		if *tracing != "" {
+			b, err := config.ParseBackend(*tracing)
+			if err != nil {
+				return usageError{"--tracing " + err.Error()}
+			}
+			backend = b
 		}
 		if _, err := os.Stat(*tmpl); errors.Is(err, iofs.ErrNotExist) {
 			wd, _ := os.Getwd()
@@ -41,7 +50,7 @@ func localCommand(fs *flag.FlagSet) action {
 			return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
 		}
 		cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
-			AllowRemote: *allowRemote, Token: *token, StateDir: *state}
+			AllowRemote: *allowRemote, Token: *token, StateDir: *state, Tracing: backend}
 		if *verbose {
 			cfg.Logs = stderr
 		}
@@ -89,6 +98,7 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 	}
 	fmt.Fprintf(w, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
 	fmt.Fprintf(w, "  inspect: %s/_local/events  /_local/line/messages  /_local/line/loading  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())
+	fmt.Fprintf(w, "  tracing: %s (--tracing xray|otel)\n", tracingName(rt.Tracing()))
 	if rt.Remote() {
 		fmt.Fprintf(w, "  WARNING: listening on %s, beyond loopback: anyone who can reach it can post webhooks (signed with the channel secret),\n", rt.ListenAddr())
 		fmt.Fprintln(w, "  and every other path needs the token (Authorization: Bearer TOKEN, X-Linegate-Token, ?token=, or as AWS_ACCESS_KEY_ID)")
@@ -104,3 +114,11 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 // exampleBot is the bot `linegate local` runs: the same one line as in
 // functions/worker/main.go. Run your own bot by changing both.
 func exampleBot(cfg config.Worker) *bot.Router { return app.New(app.Config{Probes: cfg.Probes}) }
+
+// tracingName says which backend traces, for the banner.
+func tracingName(b config.Backend) string {
+	if b == config.TracingOTel {
+		return "otel: OpenTelemetry, OTLP datagrams to the local X-Ray daemon"
+	}
+	return "xray: the X-Ray SDK"
+}

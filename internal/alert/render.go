@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
-	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // Header colours by alarm state.
@@ -181,7 +181,7 @@ func (n *Notifier) crashCard(m opsMessage) card {
 	}
 	add("Time", n.formatTime(m.when))
 	c.stack = stackLines(r.Stack)
-	if trace := crash.TraceRoot(r.TraceID); trace != "" {
+	if trace := strings.TrimSpace(r.TraceID); telemetry.IsTraceID(trace) {
 		if region := n.regionFor(m); region != "" {
 			if u := traceURL(region, trace); len(u) <= MaxURI {
 				c.link = u

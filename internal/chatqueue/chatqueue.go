@@ -66,14 +66,14 @@ type Message struct {
 	Body        []byte // the EventBridge-shaped envelope (envelope.Encode)
 	Group       string // MessageGroupId: the chat
 	DedupID     string // MessageDeduplicationId: the webhookEventId
-	TraceHeader string // X-Ray header, the AWSTraceHeader the worker links to
+	TraceHeader string // the trace header (telemetry.TraceHeader) the worker links its record to
 	EventID     string // webhookEventId, for logs only
 }
 
 // size is what SQS counts of the message against its limits: the body and
 // the trace header attribute.
 func (m Message) size() int {
-	return len(m.Body) + len(m.TraceHeader) + len("AWSTraceHeader") + len("String")
+	return len(m.Body) + len(m.TraceHeader) + len(telemetry.SQSTraceAttribute) + len("String")
 }
 
 // Failure describes one message that did not reach the queue.
@@ -263,7 +263,7 @@ func (s *Sender) call(ctx context.Context, msgs []Message, pending []int, last m
 		}
 		if m.TraceHeader != "" {
 			e.MessageSystemAttributes = map[string]sqstypes.MessageSystemAttributeValue{
-				"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)},
+				telemetry.SQSTraceAttribute: {DataType: aws.String("String"), StringValue: aws.String(m.TraceHeader)},
 			}
 		}
 		in.Entries[k] = e

@@ -17,6 +17,7 @@ import (
 	smithy "github.com/aws/smithy-go"
 
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/telemetry"
 	"github.com/linegate/linegate/internal/testmetrics"
 )
 
@@ -215,20 +216,20 @@ func TestSendNothing(t *testing.T) {
 	}
 }
 
-// The trace header travels as the AWSTraceHeader system attribute.
+// The trace header, opaque here, travels as the SQS trace system attribute.
 func TestSendCarriesGroupDedupAndTrace(t *testing.T) {
 	var in *sqs.SendMessageBatchInput
 	api := batchFunc(func(_ context.Context, i *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
 		in = i
 		return &sqs.SendMessageBatchOutput{Successful: []sqstypes.SendMessageBatchResultEntry{{Id: i.Entries[0].Id}}}, nil
 	})
-	_, err := New(api, "https://q.fifo", Config{}).Send(context.Background(), []Message{{Body: []byte("b"), Group: "Uchat", DedupID: "01ID", TraceHeader: "Root=1-abc"}})
+	_, err := New(api, "https://q.fifo", Config{}).Send(context.Background(), []Message{{Body: []byte("b"), Group: "Uchat", DedupID: "01ID", TraceHeader: "opaque-trace-header"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := in.Entries[0]
 	if aws.ToString(in.QueueUrl) != "https://q.fifo" || aws.ToString(e.MessageGroupId) != "Uchat" || aws.ToString(e.MessageDeduplicationId) != "01ID" ||
-		aws.ToString(e.MessageSystemAttributes["AWSTraceHeader"].StringValue) != "Root=1-abc" {
+		aws.ToString(e.MessageSystemAttributes[telemetry.SQSTraceAttribute].StringValue) != "opaque-trace-header" {
 		t.Fatalf("entry %+v", e)
 	}
 }

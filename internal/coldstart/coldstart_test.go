@@ -281,6 +281,8 @@ func TestWriteTableGolden(t *testing.T) {
 		{Function: "webhook", BinaryBytes: 16 << 20, ZipBytes: 5 << 20, InitArch: "linux/amd64",
 			Inits: []time.Duration{10 * time.Millisecond, 12 * time.Millisecond}}, // no waits measured
 		{Function: "worker", BinaryBytes: 1, ZipBytes: 0, InitArch: "linux/arm64"}, // zip not measured
+		{Function: "webhook", Variant: "TRACING=otel", BinaryBytes: 16 << 20, ZipBytes: 5 << 20, InitArch: "linux/amd64",
+			Inits: []time.Duration{12 * time.Millisecond}, Waits: []time.Duration{time.Millisecond}},
 	}
 	var b bytes.Buffer
 	if err := WriteTable(&b, rows); err != nil {

@@ -30,6 +30,13 @@ type options struct {
 	noZip        bool
 	env          map[string]map[string]string
 	ssm          string
+	variants     []variant
+}
+
+// variant is one more configuration every function is measured in.
+type variant struct {
+	label string
+	env   map[string]string
 }
 
 func newOptions(opts []Option) options {
@@ -88,6 +95,14 @@ func WithEnv(function string, env map[string]string) Option {
 			o.env[function][k] = v
 		}
 	}
+}
+
+// WithVariant makes Measure also start every function (not hello-world)
+// with env added to its environment, in rows of their own labelled label
+// ("TRACING=otel"): the same binary, another configuration, measured in the
+// same interleaved rounds.
+func WithVariant(label string, env map[string]string) Option {
+	return func(o *options) { o.variants = append(o.variants, variant{label: label, env: env}) }
 }
 
 // WithSSM makes Measure start every function with its secrets in SSM, as

@@ -26,6 +26,7 @@ const (
 // Row is one function's cold-start figures.
 type Row struct {
 	Function    string          // folder name under functions/, or HelloName
+	Variant     string          // the WithVariant label the row was measured with, "" for the plain configuration
 	BinaryBytes int64           // stripped DeployOS/DeployArch bootstrap
 	ZipBytes    int64           // its deployment zip; 0 when not measured (WithoutZip)
 	InitArch    string          // GOOS/GOARCH the INIT was measured on (the host's)
@@ -148,8 +149,9 @@ func OfflineEnv(function string) map[string]string {
 // read as a multiple of the least an aws-lambda-go function costs. The
 // starts are interleaved (one of each function per round), so a slow moment
 // of the machine falls on all of them alike. Options: WithStarts, WithEnv,
-// WithSSM, WithoutZip, WithGo, WithEmulator. The environment is
-// OfflineEnv, then events/env.json's section, then WithSSM's, then WithEnv.
+// WithSSM, WithVariant, WithoutZip, WithGo, WithEmulator. The environment is
+// OfflineEnv, then events/env.json's section, then WithSSM's, then WithEnv,
+// then (in a variant's rows) WithVariant's.
 // Build artefacts go to a temporary directory that is removed afterwards.
 func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error) {
 	o := newOptions(opts)
@@ -176,13 +178,24 @@ func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error
 		}
 		defer secrets.close()
 	}
-	targets := make([]target, 0, len(fns)+1)
+	targets := make([]target, 0, (len(fns)+1)*(len(o.variants)+1))
 	for _, fn := range append([]string{HelloName}, fns...) {
 		t, err := prepare(ctx, repoRoot, fn, filepath.Join(tmp, fn), o, secrets, opts)
 		if err != nil {
 			return nil, err
 		}
 		targets = append(targets, t)
+	}
+	// Each variant reuses its function's builds; only the environment
+	// differs.
+	for _, v := range o.variants {
+		for _, base := range targets[1 : len(fns)+1] {
+			t := base
+			t.row.Variant = v.label
+			t.env = maps.Clone(base.env)
+			maps.Copy(t.env, v.env)
+			targets = append(targets, t)
+		}
 	}
 	for range o.starts {
 		for i := range targets {
@@ -269,7 +282,7 @@ func coldInit(ctx context.Context, bin Binary, env map[string]string, opts []Opt
 // zip size in MiB ("-" when not measured), and the medians over the starts
 // of the INIT, of the wait on the SSM endpoint within it, and of the INIT
 // without that wait, the last also as a multiple of the hello-world row's
-// (when there is one).
+// (when there is one). A variant's row names it after the function.
 func WriteTable(w io.Writer, rows []Row) error {
 	var hello time.Duration
 	for _, r := range rows {
@@ -289,7 +302,11 @@ func WriteTable(w io.Writer, rows []Row) error {
 		if hello > 0 {
 			ratio = fmt.Sprintf("%.1f×", float64(r.OwnMedian())/float64(hello))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %.2f | %.2f | %s | %d | %s |\n", r.Function,
+		name := r.Function
+		if r.Variant != "" {
+			name += ", " + r.Variant
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %.2f | %.2f | %.2f | %s | %d | %s |\n", name,
 			mib(r.BinaryBytes), zipped, ms(r.InitMedian()), ms(r.WaitMedian()), ms(r.OwnMedian()), ratio, len(r.Inits), r.InitArch)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {

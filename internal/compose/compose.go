@@ -1,6 +1,7 @@
 // Package compose is what every linegate function shares at start-up: the
-// observability of one process (JSON logs, EMF metrics flushed per
-// invocation, X-Ray), the SSM client secrets are fetched with, and Main, the
+// observability of one process (JSON logs, EMF metrics and traces flushed
+// per invocation, the tracing backend TRACING names: the X-Ray SDK or
+// OpenTelemetry), the SSM client secrets are fetched with, and Main, the
 // whole of a function's main.go. Each function's own wiring lives in a
 // subpackage (webhookfn, workerfn, notifierfn) so that each Lambda binary
 // links only the clients it calls: the webhook links no DynamoDB, SNS or LINE
@@ -15,9 +16,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
@@ -88,11 +92,27 @@ func NewObservability(log *slog.Logger, metricsOut io.Writer, namespace, functio
 	}
 }
 
-// Flushing wraps a Lambda handler so the metrics of each invocation are
-// written when it returns.
+// Flushing wraps a Lambda handler so each invocation is traced and its
+// telemetry leaves before the sandbox can freeze: the invocation's span
+// (telemetry.StartInvocation, under Lambda's own segment; the SDK's facade
+// under X-Ray) records an API Gateway answer's status, the handler's error
+// or panic, and flushes the tracing backend when it ends; the metrics are
+// written when the handler returns. A panic is recorded and re-raised.
 func Flushing[In, Out any](m *telemetry.Metrics, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
-		defer func() { _ = m.Flush() }()
+	return func(ctx context.Context, in In) (out Out, err error) {
+		ctx, span := telemetry.StartInvocation(ctx, lambdacontext.FunctionName)
+		defer func() {
+			if v := recover(); v != nil {
+				span.Panic(v, debug.Stack())
+				_ = m.Flush()
+				panic(v)
+			}
+			if r, ok := any(out).(events.APIGatewayProxyResponse); ok {
+				span.SetHTTPStatus(r.StatusCode)
+			}
+			span.End(err)
+			_ = m.Flush()
+		}()
 		return h(ctx, in)
 	}
 }
@@ -107,7 +127,7 @@ type Config interface {
 type Env struct {
 	Observability
 	// AWS is the SDK configuration from the Lambda environment, with its
-	// clients instrumented for X-Ray.
+	// clients instrumented by the tracing backend.
 	AWS aws.Config
 	// Function is AWS_LAMBDA_FUNCTION_NAME ("" outside Lambda).
 	Function string
@@ -115,7 +135,9 @@ type Env struct {
 
 // Main is the whole of a function's main: it reads the configuration with
 // load, loads the AWS configuration, sets up logs (following the function's
-// LoggingConfig), EMF metrics and X-Ray, and calls build for the handler,
+// LoggingConfig), EMF metrics and the tracing backend TRACING names (the
+// process default of the seam, instrumenting the AWS clients), and calls
+// build for the handler,
 // which it starts with lambda.Start. Every problem before the start is
 // logged as one JSON line naming the function, and the process exits 1, so
 // a misconfigured function fails its INIT loudly instead of answering with
@@ -123,6 +145,7 @@ type Env struct {
 func Main[C Config](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (any, error)) {
 	ctx := context.Background()
 	cfg, cfgErr := load(os.Getenv)
+	tracing, tracingErr := config.LoadTracing(os.Getenv)
 	// The SDK clients share one pool per process too, sized like LINE's.
 	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(keepalive.AWSHTTPClient(keepalive.Conns)))
 	env := Env{AWS: awsCfg, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
@@ -131,10 +154,16 @@ func Main[C Config](name string, load func(config.Getenv) (C, error), build func
 		env.Logger.Error(name+" cannot start", "error", err.Error())
 		os.Exit(1)
 	}
-	if err := errors.Join(cfgErr, awsErr); err != nil {
+	if err := errors.Join(cfgErr, awsErr, tracingErr); err != nil {
 		fail(err)
 	}
-	telemetry.InstrumentAWS(&env.AWS)
+	tracer, err := NewTracing(tracing.Backend, TracingOptions{Daemon: tracing.DaemonAddress, Service: env.Function,
+		Region: env.AWS.Region, Version: lambdacontext.FunctionVersion, Logger: env.Logger})
+	if err != nil {
+		fail(err)
+	}
+	telemetry.SetDefault(tracer)
+	tracer.InstrumentAWS(&env.AWS)
 	env.SSM = secrets.NewSSM(env.AWS)
 	h, err := build(ctx, cfg, env)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/local"
 )
 
@@ -204,9 +205,16 @@ func TestBrowserProbeFailToRedriveTurnsTheCardGreen(t *testing.T) {
 }
 
 // Opening an event shows its timeline and its X-Ray traces as a waterfall:
-// the webhook's trace and the worker's, linked.
+// the webhook's trace and the worker's, linked; the same under
+// OpenTelemetry (`linegate local --tracing otel`).
 func TestBrowserEventShowsItsTraceWaterfall(t *testing.T) {
-	p := open(t, user("trace"))
+	for _, backend := range []config.Backend{config.TracingXRay, config.TracingOTel} {
+		t.Run(string(backend), func(t *testing.T) { testEventShowsItsTraceWaterfall(t, backend) })
+	}
+}
+
+func testEventShowsItsTraceWaterfall(t *testing.T, backend config.Backend) {
+	p := openOn(t, startWith(t, backend), user("trace"))
 	p.typeText("trace me")
 	p.wait("the echo", botSays("trace me"), chatDump)
 	id := eval[string](p, `document.querySelector('#chat [data-testid=chat-message][data-from=user]').dataset.eventId`)
@@ -224,5 +232,7 @@ func TestBrowserEventShowsItsTraceWaterfall(t *testing.T) {
 		t.Fatalf("the worker trace links to %s; the webhook's trace is %s", linked, webhookTrace)
 	}
 	eval[bool](p, `(() => { document.querySelector('[data-testid=trace-waterfall]').scrollIntoView({block: 'end'}); return true })()`)
-	p.screenshot("console-trace.png")
+	if backend == config.TracingXRay {
+		p.screenshot("console-trace.png")
+	}
 }

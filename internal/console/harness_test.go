@@ -70,15 +70,19 @@ type harness struct {
 	err     error
 }
 
+// shared holds one runtime and browser per tracing backend, started by the
+// first test that needs it.
 var (
-	once   sync.Once
-	shared harness
+	sharedMu sync.Mutex
+	shared   = map[config.Backend]*harness{}
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.close != nil {
-		shared.close()
+	for _, h := range shared {
+		if h.close != nil {
+			h.close()
+		}
 	}
 	os.Exit(code)
 }
@@ -96,9 +100,17 @@ func chromium() (string, error) {
 	return "", fmt.Errorf("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
 }
 
-// start returns the shared runtime and browser, starting them the first
-// time; it skips loudly without chromium (fails in CI).
+// start returns the shared runtime (tracing with the X-Ray SDK) and
+// browser, starting them the first time; it skips loudly without chromium
+// (fails in CI).
 func start(t *testing.T) *harness {
+	t.Helper()
+	return startWith(t, config.TracingXRay)
+}
+
+// startWith is start for a runtime tracing with backend (`linegate local
+// --tracing`).
+func startWith(t *testing.T, backend config.Backend) *harness {
 	t.Helper()
 	path, err := chromium()
 	if err != nil {
@@ -107,17 +119,24 @@ func start(t *testing.T) *harness {
 		}
 		t.Skipf("SKIPPED LOUDLY: %v; the console's browser tests run in CI", err)
 	}
-	once.Do(func() { shared = launch(path) })
-	if shared.err != nil {
-		t.Fatal(shared.err)
+	sharedMu.Lock()
+	h, ok := shared[backend]
+	if !ok {
+		l := launch(path, backend)
+		h = &l
+		shared[backend] = h
 	}
-	return &shared
+	sharedMu.Unlock()
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	return h
 }
 
-func launch(path string) harness {
+func launch(path string, backend config.Backend) harness {
 	env := map[string]string{"PROBES_ENABLED": "true"}
 	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: timeScale,
-		Getenv: func(k string) string { return env[k] }, Bot: exampleBot})
+		Getenv: func(k string) string { return env[k] }, Bot: exampleBot, Tracing: backend})
 	if err != nil {
 		return harness{err: fmt.Errorf("linegate local: %w", err)}
 	}
@@ -161,7 +180,12 @@ type page struct {
 // open opens the console in a new tab, on chat (a user of the test's own).
 func open(t *testing.T, chat string) *page {
 	t.Helper()
-	h := start(t)
+	return openOn(t, start(t), chat)
+}
+
+// openOn is open on the console of h.
+func openOn(t *testing.T, h *harness, chat string) *page {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(h.browser)
 	t.Cleanup(cancel)
 	p := &page{t: t, ctx: ctx, h: h}

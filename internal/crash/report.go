@@ -54,7 +54,8 @@ type Report struct {
 	EventType string `json:"eventType,omitempty"`
 	// WebhookEventID is the LINE event's webhookEventId, to find it in logs.
 	WebhookEventID string `json:"webhookEventId,omitempty"`
-	// TraceID is the X-Ray trace ID (Root=...) of the crashed invocation.
+	// TraceID is the trace id of the crashed invocation (telemetry.TraceID:
+	// X-Ray's form, whichever backend traced it).
 	TraceID string `json:"traceId,omitempty"`
 	// Region is the AWS region of the crashed function, for console links.
 	Region string `json:"region,omitempty"`
@@ -84,9 +85,11 @@ func WithEvent(eventType, webhookEventID string) Option {
 	}
 }
 
-// WithTraceID records the X-Ray trace ID. A full _X_AMZN_TRACE_ID header
-// ("Root=1-...;Parent=...;Sampled=1") is reduced to its Root.
-func WithTraceID(id string) Option { return func(o *options) { o.report.TraceID = TraceRoot(id) } }
+// WithTraceID records the trace id of the crashed invocation, as
+// telemetry.TraceID gives it.
+func WithTraceID(id string) Option {
+	return func(o *options) { o.report.TraceID = strings.TrimSpace(id) }
+}
 
 // WithRegion records the AWS region of the crashed function.
 func WithRegion(region string) Option { return func(o *options) { o.report.Region = region } }
@@ -152,18 +155,6 @@ func Parse(b []byte) (Report, error) {
 		return Report{}, fmt.Errorf("crash: parse report: %w: missing %s", ErrInvalid, strings.Join(missing, ", "))
 	}
 	return r, nil
-}
-
-// TraceRoot returns the Root of an X-Ray trace header
-// ("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=...;Sampled=1"), or s
-// unchanged when it carries no Root= field.
-func TraceRoot(s string) string {
-	for _, part := range strings.Split(s, ";") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "Root="); ok {
-			return v
-		}
-	}
-	return strings.TrimSpace(s)
 }
 
 // capBytes cuts s to at most n bytes on a rune boundary, marking the cut.

@@ -36,7 +36,7 @@ func TestNewFillsAndScrubs(t *testing.T) {
 		WithSecrets("s3cr3t-value"),
 		WithFunction("linegate-worker"),
 		WithEvent("message", "01FZ74A0TDDPYRVKNK77XKC3ZR"),
-		WithTraceID("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"),
+		WithTraceID(" 1-5759e988-bd862e3fe1be46a994272793 "),
 		WithRegion("ap-northeast-1"),
 		WithReceiveCount(3),
 		WithTime(crashTime.In(time.FixedZone("JST", 9*3600))),
@@ -139,20 +139,6 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tt.wantMsg)
 			}
 		})
-	}
-}
-
-func TestTraceRoot(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1", "1-5759e988-bd862e3fe1be46a994272793"},
-		{"Parent=53995c3f42cd8ad8; Root=1-abc-def", "1-abc-def"},
-		{"1-5759e988-bd862e3fe1be46a994272793", "1-5759e988-bd862e3fe1be46a994272793"},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		if got := TraceRoot(tt.in); got != tt.want {
-			t.Errorf("TraceRoot(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }
 

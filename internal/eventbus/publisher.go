@@ -72,7 +72,7 @@ const (
 type Entry struct {
 	DetailType  string // the LINE event's type
 	Detail      []byte // the marshalled Envelope
-	TraceHeader string // X-Ray header; EventBridge hands it to SQS as AWSTraceHeader
+	TraceHeader string // the trace header (telemetry.TraceHeader), passed through to the rules' targets
 	EventID     string // webhookEventId, for logs only
 }
 

@@ -68,7 +68,7 @@ func entries(n, size int) []Entry {
 	for i := range out {
 		d := fmt.Sprintf(`{"i":%d,"pad":"`, i)
 		d += strings.Repeat("x", max(0, size-len(d)-2)) + `"}`
-		out[i] = Entry{DetailType: "message", Detail: []byte(d), EventID: fmt.Sprintf("ev%d", i), TraceHeader: "Root=1-abc"}
+		out[i] = Entry{DetailType: "message", Detail: []byte(d), EventID: fmt.Sprintf("ev%d", i), TraceHeader: "opaque-trace-header"}
 	}
 	return out
 }
@@ -119,7 +119,7 @@ func TestBatching(t *testing.T) {
 				size := 0
 				for _, e := range c {
 					size += len(*e.Source) + len(*e.DetailType) + len(*e.Detail)
-					if *e.EventBusName != "bus" || *e.Source != DefaultSource || aws.ToString(e.TraceHeader) != "Root=1-abc" {
+					if *e.EventBusName != "bus" || *e.Source != DefaultSource || aws.ToString(e.TraceHeader) != "opaque-trace-header" {
 						t.Fatalf("entry fields wrong: %+v", e)
 					}
 				}

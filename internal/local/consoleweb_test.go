@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/console"
 )
 
@@ -85,9 +86,14 @@ func TestConsoleSendGoesThroughTheWebhook(t *testing.T) {
 
 // An event opened in the console: its row has the chat and the latency,
 // its timeline goes from the webhook to the LINE call, and its traces are
-// the webhook's and the worker's, linked.
+// the webhook's and the worker's, linked, under either tracing backend
+// (`linegate local --tracing otel` shows the same waterfall).
 func TestConsoleActivityDetail(t *testing.T) {
-	rt, _ := start(t, Config{})
+	eachBackend(t, testConsoleActivityDetail)
+}
+
+func testConsoleActivityDetail(t *testing.T, backend config.Backend) {
+	rt, _ := start(t, Config{Tracing: backend})
 	user := "U0000000000000000000000000000c0a2"
 	id := consoleSend(t, rt, user, "detail me")
 	waitMessage(t, rt, 10*time.Second, user, "reply", "detail me")

@@ -98,6 +98,12 @@ type Config struct {
 	LineRecords int
 	// Traces bounds /_local/traces (default DefaultTraces).
 	Traces int
+	// Tracing picks the tracing backend every function traces with:
+	// config.TracingXRay (the X-Ray SDK) or config.TracingOTel
+	// (OpenTelemetry, OTLP datagrams); both reach the same collector and
+	// show the same waterfall in /_local/traces and the console. "" takes
+	// the template's Tracing parameter, else the X-Ray SDK.
+	Tracing config.Backend
 	// StateDir, when set, keeps the in-memory cloud's state in that
 	// directory (created when missing): the queues and DLQs with their FIFO
 	// state and in-flight messages, the DynamoDB tables (idempotency
@@ -144,7 +150,8 @@ type Runtime struct {
 	line       *linemock.Server
 	realLINE   bool
 	collector  *xraycollector.Collector
-	tracer     *telemetry.Tracer // sends this runtime's segments to collector
+	tracer     compose.Tracer // sends this runtime's spans to collector
+	tracing    config.Backend
 	events     *eventLog
 	alarms     *alarmEvaluator
 	silencer   chatops.Silencer
@@ -274,19 +281,26 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 }
 
 func (r *Runtime) start(ctx, rctx context.Context) error {
-	// X-Ray: segments from every function go to this runtime's collector on
-	// loopback. The tracer travels in the context of each invocation
-	// (startInvocation), not in process-wide SDK state, so two runtimes (or
-	// a runtime and a test's own tracing) in one process stay apart.
+	// Tracing: spans from every function go to this runtime's collector on
+	// loopback, the local X-Ray daemon, which reads the X-Ray SDK's segment
+	// documents and OpenTelemetry's OTLP datagrams alike. The backend
+	// travels in the context of each invocation (startInvocation), not in
+	// process-wide state, so two runtimes (or a runtime and a test's own
+	// tracing) in one process stay apart.
 	r.collector = xraycollector.New(xraycollector.WithLogger(r.log), xraycollector.WithMaxTraces(r.cfg.Traces))
 	if err := r.collector.Listen(rctx, "127.0.0.1:0"); err != nil {
 		return fmt.Errorf("x-ray collector: %w", err)
 	}
-	tracer, err := telemetry.NewTracer(telemetry.WithDaemonAddress(r.collector.Addr()), telemetry.WithSampleAll())
+	tracing, err := r.tracingBackend()
 	if err != nil {
-		return fmt.Errorf("x-ray: %w", err)
+		return err
 	}
-	r.tracer = tracer
+	tracer, err := compose.NewTracing(tracing, compose.TracingOptions{Daemon: r.collector.Addr(), Service: "linegate-local",
+		Region: r.top.Region, Local: true, Logger: r.log})
+	if err != nil {
+		return err
+	}
+	r.tracer, r.tracing = tracer, tracing
 
 	// LINE: the local Messaging API unless a real token is configured.
 	r.realLINE = r.cfg.Getenv("LINE_CHANNEL_ACCESS_TOKEN") != ""
@@ -370,6 +384,11 @@ func (r *Runtime) Close() error {
 	r.wg.Wait()
 	if r.back != nil {
 		r.back.close()
+	}
+	if r.tracer != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = r.tracer.Shutdown(sctx)
+		cancel()
 	}
 	if r.collector != nil {
 		_ = r.collector.Close()
@@ -677,13 +696,30 @@ func (r *Runtime) invoke(ctx context.Context, f template.Function, metrics inter
 	return err
 }
 
-// startInvocation begins the segment of one invocation of function, as
-// Lambda's facade segment does, sent to this runtime's collector. Every
-// local entry point that runs a function (API Gateway, the SQS event source
-// pollers, SNS deliveries) starts its segment here.
+// startInvocation begins the span of one invocation of function (a root
+// segment, as Lambda's facade segment is), with this runtime's backend, sent
+// to its collector; ending it flushes the backend, as at the end of a Lambda
+// invocation. Every local entry point that runs a function (API Gateway, the
+// SQS event source pollers, SNS deliveries) starts its span here.
 func (r *Runtime) startInvocation(ctx context.Context, function string) (context.Context, *telemetry.Span) {
-	return telemetry.StartSegment(r.tracer.Context(ctx), function, telemetry.Header{})
+	return telemetry.StartInvocation(telemetry.WithBackend(ctx, r.tracer), function)
 }
+
+// tracingBackend is the backend Config.Tracing names, else the template's
+// Tracing parameter, else the X-Ray SDK.
+func (r *Runtime) tracingBackend() (config.Backend, error) {
+	if r.cfg.Tracing != "" {
+		return r.cfg.Tracing, nil
+	}
+	b, err := config.ParseBackend(r.top.Parameters["Tracing"])
+	if err != nil {
+		return "", fmt.Errorf("template parameter Tracing %w", err)
+	}
+	return b, nil
+}
+
+// Tracing is the tracing backend the runtime's functions trace with.
+func (r *Runtime) Tracing() config.Backend { return r.tracing }
 
 // dialAddr is how this machine reaches a listener: its own address, or
 // loopback when it listens on every interface.

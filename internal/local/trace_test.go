@@ -9,16 +9,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/xraycollector"
 )
 
+// backends are the tracing backends every trace test runs under: the same
+// waterfall must reach /_local/traces from either (`linegate local
+// --tracing otel`).
+var backends = []config.Backend{config.TracingXRay, config.TracingOTel}
+
+// eachBackend runs test once per tracing backend.
+func eachBackend(t *testing.T, test func(t *testing.T, b config.Backend)) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) { test(t, b) })
+	}
+}
+
 // One LINE text event through linegate local, followed in the collected
 // X-Ray segments: the webhook's PutEvents call, the worker's record
 // subsegment linked (not merged) to the webhook's trace and annotated with
-// the webhookEventId, and the LINE reply call under that record.
+// the webhookEventId, and the LINE reply call under that record. The
+// /_local/traces JSON is the same under both backends.
 func TestTraceFollowsOneEvent(t *testing.T) {
-	rt, lp := start(t, Config{})
+	eachBackend(t, testTraceFollowsOneEvent)
+}
+
+func testTraceFollowsOneEvent(t *testing.T, backend config.Backend) {
+	rt, lp := start(t, Config{Tracing: backend})
+	if rt.Tracing() != backend {
+		t.Fatalf("runtime traces with %q, want %q", rt.Tracing(), backend)
+	}
 	user := "U4444444444444444444444444444444d"
 	id := deliver(t, lp, lp.Text(user, "trace me"))
 	eventually(t, 10*time.Second, "the reply", func() bool { _, ok := findMessage(t, rt, user, "reply", "trace me"); return ok })
@@ -54,6 +75,15 @@ func TestTraceFollowsOneEvent(t *testing.T) {
 	if webhook.TraceID == worker.TraceID {
 		t.Fatal("the worker continued the webhook's trace; it must be a linked trace")
 	}
+	// The spans came the backend's way: OTLP datagrams under OpenTelemetry,
+	// segment documents under the X-Ray SDK.
+	for _, tr := range []xraycollector.Trace{webhook, worker} {
+		for _, s := range tr.Segments {
+			if s.OTLP != (backend == config.TracingOTel) {
+				t.Fatalf("%s segment %q arrived with otlp=%v under %s", tr.TraceID, s.Name, s.OTLP, backend)
+			}
+		}
+	}
 	root := segmentNamed(t, webhook, webhookFn)
 	put := segmentNamed(t, webhook, "EventBridge")
 	if put.ParentID != root.ID || put.Operation != "PutEvents" || put.Namespace != "aws" || put.Fault || put.Error {
@@ -81,9 +111,13 @@ func TestTraceFollowsOneEvent(t *testing.T) {
 var traceLink = regexp.MustCompile(`xray:traces/(1-[0-9a-f]{8}-[0-9a-f]{24})`)
 
 // A panicking handler's record subsegment carries the fault, and the crash
-// card's X-Ray link names that record's trace.
+// card's X-Ray link names that record's trace, under either backend.
 func TestCrashCardLinksTheFailedRecordsTrace(t *testing.T) {
-	rt, lp := start(t, Config{TimeScale: 60})
+	eachBackend(t, testCrashCardLinksTheFailedRecordsTrace)
+}
+
+func testCrashCardLinksTheFailedRecordsTrace(t *testing.T, backend config.Backend) {
+	rt, lp := start(t, Config{TimeScale: 60, Tracing: backend})
 	id := deliver(t, lp, lp.Text("U5555555555555555555555555555555e", "probe:panic"))
 	var card sentMessage
 	eventually(t, 10*time.Second, "the crash card", func() bool {
@@ -116,6 +150,10 @@ func TestCrashCardLinksTheFailedRecordsTrace(t *testing.T) {
 // configuration travels in each invocation's context, not in process-wide
 // X-Ray state the second Start would take over.
 func TestTwoRuntimesKeepTheirOwnTraces(t *testing.T) {
+	eachBackend(t, testTwoRuntimesKeepTheirOwnTraces)
+}
+
+func testTwoRuntimesKeepTheirOwnTraces(t *testing.T, backend config.Backend) {
 	type run struct {
 		rt    *Runtime
 		id    string
@@ -126,7 +164,7 @@ func TestTwoRuntimesKeepTheirOwnTraces(t *testing.T) {
 	var runs []*run
 	var platforms []*lineplatform.Platform
 	for range 2 {
-		rt, lp := start(t, Config{})
+		rt, lp := start(t, Config{Tracing: backend})
 		runs, platforms = append(runs, &run{rt: rt}), append(platforms, lp)
 	}
 	for i, user := range []string{"U6666666666666666666666666666666a", "U6666666666666666666666666666666b"} {

@@ -1,33 +1,42 @@
-// Package telemetry is linegate's single seam to observability: X-Ray tracing,
+// Package telemetry is linegate's single seam to observability: tracing,
 // structured JSON logs and CloudWatch Embedded Metric Format (EMF) metrics.
 //
-// It is the only package that imports the AWS X-Ray SDK for Go v2 (whose
-// support ends 2027-02-25), so tracing can move to OpenTelemetry by rewriting
-// this package alone: the cores (webhook, worker, notifier) call
-// StartSubsegment, TraceHeader, TraceID, NewLogger and the Recorder port, and
-// never see the SDK. The files follow that split: trace.go holds spans and
-// trace ids, clients.go the instrumentation of AWS and HTTP clients,
-// tracer.go where segments go (Configure, NewTracer), header.go the X-Ray
-// trace header, log.go the logs, emf.go and recorder.go the metrics.
+// Tracing. The cores (webhook, worker, notifier) trace with neutral verbs —
+// Start, StartAWSCall and StartInvocation to begin a span, (*Span).Link to
+// link it to the trace that caused it, Annotate and Metadata for attributes,
+// End and Panic to end it — and hand work off with TraceHeader (the
+// TraceHeader of PutEvents entries, the AWSTraceHeader of SQS messages:
+// SQSTraceAttribute). Behind the verbs a Backend records the spans:
+// internal/telemetry/xraytrace, the AWS X-Ray SDK, by default, or
+// internal/telemetry/otelxray, OpenTelemetry sending OTLP to the X-Ray
+// daemon, with TRACING=otel. The composition root picks one (SetDefault in
+// a function's main, WithBackend per invocation in `linegate local`); the
+// cores never see which, and X-Ray's trace-header format (Header,
+// ParseTraceHeader, FormatTraceID) stays in here.
 //
-// Where segments go. In Lambda nothing needs configuring: the SDK sends to the
-// daemon at AWS_XRAY_DAEMON_ADDRESS and the invocation's facade segment comes
-// from the context aws-lambda-go builds. Code that starts its own segments
-// outside Lambda (linegate local) carries its configuration in the context
-// instead, with a Tracer: two local runtimes, or a test and a runtime, in one
-// process each send to their own collector. Configure, which changes the
-// process-wide default, is for a main that owns the whole process.
+// This package imports neither tracing SDK and declares no init function,
+// so the many packages that merely log link neither and change nothing by
+// importing it. The files follow the split: backend.go holds the Backend
+// contract and where a context's backend comes from, trace.go the verbs,
+// header.go the X-Ray trace header and the invoke's header, sqs.go the SQS
+// attribute, stack.go panics' frames, log.go the logs, emf.go and
+// recorder.go the metrics.
 //
-// Every tracing call is a safe no-op when the context carries no segment (unit
-// tests, local runs without a collector): no panic, no "segment cannot be
-// found" log noise.
+// Every tracing call is a safe no-op when the context carries no trace (unit
+// tests, local runs without a collector): no panic, no log noise.
+//
+// Invocations. In Lambda the trace header of each invoke is in its context
+// (InvokeHeader), put there by aws-lambda-go; _X_AMZN_TRACE_ID is never
+// read, since aws-lambda-go v1.51.0 no longer sets it per invoke when
+// invokes run concurrently. The span of an invocation (StartInvocation)
+// flushes the backend when it ends: a sandbox may freeze as soon as the
+// handler returns.
 //
 // Cross-trace links. The worker's trace is linked to the webhook's trace, not
-// merged into it: (*Span).Link records the upstream trace as the annotations
-// "upstreamTraceId" and "upstreamParentId" (annotations are indexed by X-Ray,
-// so the console filter `annotation.upstreamTraceId = "1-..."` finds every
-// downstream trace of one webhook). The v2 SDK's segment document has no
-// "links" member, so annotations are the representation; the local collector
-// (internal/xraycollector) turns them, and any native "links" member a future
-// OpenTelemetry emitter sends, into the "links" of its JSON view.
+// merged into it: (*Span).Link records the upstream span as the annotations
+// "upstreamTraceId" and "upstreamParentId" (indexed by X-Ray under either
+// backend, so the console filter `annotation.upstreamTraceId = "1-..."` finds
+// every downstream trace of one webhook) and, under OpenTelemetry, as a
+// native span link too. The local collector (internal/xraycollector) turns
+// both into the "links" of its JSON view.
 package telemetry

@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +14,10 @@ import (
 var ErrInvalidTraceHeader = errors.New("invalid trace header")
 
 // Header is an X-Ray trace header (X-Amzn-Trace-Id, the AWSTraceHeader SQS
-// system attribute, PutEvents' TraceHeader). Root is the trace id
+// system attribute, PutEvents' TraceHeader), the format every AWS service
+// propagates a trace in, whichever backend records the spans. The format is
+// documented at
+// https://docs.aws.amazon.com/xray/latest/devguide/xray-concepts.html#xray-concepts-tracingheader. Root is the trace id
 // ("1-5759e988-bd862e3fe1be46a994272793"), Parent the id of the calling
 // (sub)segment (16 hex digits, may be empty) and Sampled the upstream sampling
 // decision ("Sampled=?" or a missing decision parse as false).
@@ -82,8 +87,66 @@ func ParseTraceHeader(s string) (Header, error) {
 	return h, nil
 }
 
-// validTraceID reports whether id has X-Ray's trace id shape:
-// "1-" + 8 hex digits (epoch seconds) + "-" + 24 hex digits.
+// IsTraceID reports whether id has X-Ray's trace id shape: "1-" + 8 hex
+// digits (the trace's start in epoch seconds) + "-" + 24 hex digits (96
+// random bits), as documented at
+// https://docs.aws.amazon.com/xray/latest/devguide/xray-services-elb.html
+// ("X-Ray trace ID format").
+func IsTraceID(id string) bool { return validTraceID(id) }
+
+// FormatTraceID writes a 128-bit trace id (OpenTelemetry's, W3C's) the X-Ray
+// way: its first 4 bytes are the 8 hex digits, the other 12 the 24. An id
+// minted by an X-Ray id generator round-trips through ParseTraceID.
+func FormatTraceID(id [16]byte) string {
+	var b [35]byte
+	b[0], b[1], b[10] = '1', '-', '-'
+	hex.Encode(b[2:10], id[:4])
+	hex.Encode(b[11:], id[4:])
+	return string(b[:])
+}
+
+// ParseTraceID is FormatTraceID's inverse; an id that is not in X-Ray's
+// shape is an error wrapping ErrInvalidTraceHeader.
+func ParseTraceID(s string) ([16]byte, error) {
+	var id [16]byte
+	if !validTraceID(s) {
+		return id, fmt.Errorf("%w: trace id %q is not 1-<8 hex>-<24 hex>", ErrInvalidTraceHeader, s)
+	}
+	// validTraceID checked every digit, so decoding cannot fail.
+	_, _ = hex.Decode(id[:4], []byte(s[2:10]))
+	_, _ = hex.Decode(id[4:], []byte(s[11:]))
+	return id, nil
+}
+
+// invokeHeaderKey is the context key aws-lambda-go stores each invocation's
+// trace header under (the Lambda-Runtime-Trace-Id of the invoke): a plain
+// string, the runtime's choice.
+const invokeHeaderKey = "x-amzn-trace-id"
+
+// InvokeHeader returns the trace header of the Lambda invocation ctx belongs
+// to: what aws-lambda-go put in the invoke's context. It is read from the
+// context only, never from _X_AMZN_TRACE_ID: since aws-lambda-go v1.51.0 that
+// variable is no longer set per invoke when invokes run concurrently
+// (lambdacontext.MaxConcurrency() > 1), so a variable would name another
+// invoke's trace. ok is false when ctx carries no valid header.
+func InvokeHeader(ctx context.Context) (Header, bool) {
+	s, _ := ctx.Value(invokeHeaderKey).(string)
+	if s == "" {
+		return Header{}, false
+	}
+	h, err := ParseTraceHeader(s)
+	return h, err == nil
+}
+
+// WithInvokeHeader returns ctx carrying h as its invocation's trace header,
+// the way aws-lambda-go does: for `linegate local`, which runs invocations
+// itself, and for tests.
+func WithInvokeHeader(ctx context.Context, h Header) context.Context {
+	//lint:ignore SA1029 the key is aws-lambda-go's own, a plain string
+	return context.WithValue(ctx, invokeHeaderKey, h.String()) //nolint:staticcheck
+}
+
+// validTraceID reports whether id has X-Ray's trace id shape (IsTraceID).
 func validTraceID(id string) bool {
 	return len(id) == 35 && id[0] == '1' && id[1] == '-' && id[10] == '-' &&
 		isHex(id[2:10], 8) && isHex(id[11:], 24)

@@ -73,6 +73,29 @@ func TestHeaderString(t *testing.T) {
 	}
 }
 
+func TestTraceIDBytes(t *testing.T) {
+	id := [16]byte{0x57, 0x59, 0xe9, 0x88, 0xbd, 0x86, 0x2e, 0x3f, 0xe1, 0xbe, 0x46, 0xa9, 0x94, 0x27, 0x27, 0x93}
+	const want = "1-5759e988-bd862e3fe1be46a994272793"
+	if got := FormatTraceID(id); got != want {
+		t.Fatalf("FormatTraceID = %q, want %q", got, want)
+	}
+	back, err := ParseTraceID(want)
+	if err != nil || back != id {
+		t.Fatalf("ParseTraceID(%q) = %x, %v; want %x", want, back, err, id)
+	}
+	if up, err := ParseTraceID("1-5759E988-BD862E3FE1BE46A994272793"); err != nil || up != id {
+		t.Fatalf("upper-case id = %x, %v", up, err)
+	}
+	for _, bad := range []string{"", "2-5759e988-bd862e3fe1be46a994272793", "1-5759e988bd862e3fe1be46a994272793", "1-5759e98g-bd862e3fe1be46a994272793"} {
+		if _, err := ParseTraceID(bad); !errors.Is(err, ErrInvalidTraceHeader) {
+			t.Errorf("ParseTraceID(%q) error = %v, want ErrInvalidTraceHeader", bad, err)
+		}
+		if IsTraceID(bad) {
+			t.Errorf("IsTraceID(%q) = true", bad)
+		}
+	}
+}
+
 // FuzzParseTraceHeader checks that any input either fails with
 // ErrInvalidTraceHeader or yields a header that survives a format/parse round
 // trip unchanged.
@@ -92,6 +115,26 @@ func FuzzParseTraceHeader(f *testing.F) {
 		back, err := ParseTraceHeader(h.String())
 		if err != nil || back != h {
 			t.Fatalf("round trip %q -> %+v -> %q -> %+v, %v", s, h, h.String(), back, err)
+		}
+	})
+}
+
+// FuzzParseTraceID checks that any input either fails with
+// ErrInvalidTraceHeader or is an X-Ray trace id whose bytes format back to
+// it (in lower case).
+func FuzzParseTraceID(f *testing.F) {
+	f.Add("1-5759e988-bd862e3fe1be46a994272793")
+	f.Add("1-5759E988-BD862E3FE1BE46A994272793")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseTraceID(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidTraceHeader) {
+				t.Fatalf("error %v does not wrap ErrInvalidTraceHeader", err)
+			}
+			return
+		}
+		if got := FormatTraceID(id); got != strings.ToLower(s) {
+			t.Fatalf("ParseTraceID(%q) formats back as %q", s, got)
 		}
 	})
 }

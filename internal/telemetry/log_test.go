@@ -31,12 +31,12 @@ func decodeLines(t *testing.T, b []byte) []map[string]any {
 }
 
 func TestLoggerContextFields(t *testing.T) {
-	t.Setenv("_X_AMZN_TRACE_ID", "")
 	var buf bytes.Buffer
 	log := NewLogger(&buf, WithLevel(slog.LevelInfo))
 
-	ctx, seg := StartSegment(context.Background(), "webhook", Header{})
-	defer seg.End(nil)
+	// The invocation's trace, as aws-lambda-go puts it in the context.
+	invoke := Header{Root: "1-6650a1b2-0123456789abcdef01234567", Parent: "1111222233334444", Sampled: true}
+	ctx := WithInvokeHeader(context.Background(), invoke)
 	ctx = WithEventID(ctx, "01FZ74A0TDDPYRVKNK77XKC3ZR")
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-123"})
 	log.InfoContext(ctx, "published", "events", 2)
@@ -49,7 +49,7 @@ func TestLoggerContextFields(t *testing.T) {
 	first := lines[0]
 	want := map[string]any{
 		"message": "published", "level": "INFO", "events": float64(2),
-		LogKeyTraceID: seg.TraceID(), LogKeyEventID: "01FZ74A0TDDPYRVKNK77XKC3ZR", LogKeyRequestID: "req-123",
+		LogKeyTraceID: invoke.Root, LogKeyEventID: "01FZ74A0TDDPYRVKNK77XKC3ZR", LogKeyRequestID: "req-123",
 	}
 	for k, v := range want {
 		if first[k] != v {
@@ -69,13 +69,12 @@ func TestLoggerContextFields(t *testing.T) {
 // A caller that logs webhookEventId (or traceId) itself inside a context
 // that carries it gets the key once on the line, not twice.
 func TestLoggerContextFieldsOnce(t *testing.T) {
-	t.Setenv("_X_AMZN_TRACE_ID", "")
 	var buf bytes.Buffer
 	log := NewLogger(&buf)
-	ctx, seg := StartSegment(context.Background(), "worker", Header{})
-	defer seg.End(nil)
+	root := "1-6650a1b2-0123456789abcdef01234567"
+	ctx := WithInvokeHeader(context.Background(), Header{Root: root, Parent: "1111222233334444", Sampled: true})
 	ctx = WithEventID(ctx, "01FZ74A0TDDPYRVKNK77XKC3ZR")
-	log.InfoContext(ctx, "record processed", LogKeyEventID, "01FZ74A0TDDPYRVKNK77XKC3ZR", LogKeyTraceID, seg.TraceID())
+	log.InfoContext(ctx, "record processed", LogKeyEventID, "01FZ74A0TDDPYRVKNK77XKC3ZR", LogKeyTraceID, root)
 	line := buf.String()
 	for _, k := range []string{LogKeyEventID, LogKeyTraceID} {
 		if n := strings.Count(line, `"`+k+`"`); n != 1 {

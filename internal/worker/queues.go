@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/linegate/linegate/internal/telemetry"
 )
 
 // queueAPI is the SQS calls the worker makes on its own queues: the source
@@ -196,9 +198,9 @@ func (q *queues) forward(ctx context.Context, url string, msg events.SQSMessage)
 }
 
 func traceAttribute(msg events.SQSMessage) map[string]sqstypes.MessageSystemAttributeValue {
-	h := msg.Attributes["AWSTraceHeader"]
+	h := telemetry.SQSTraceHeader(msg.Attributes)
 	if h == "" {
 		return nil
 	}
-	return map[string]sqstypes.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(h)}}
+	return map[string]sqstypes.MessageSystemAttributeValue{telemetry.SQSTraceAttribute: {DataType: aws.String("String"), StringValue: aws.String(h)}}
 }

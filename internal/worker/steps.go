@@ -25,14 +25,14 @@ import (
 var errNotDecoded = errors.New("worker: record not decoded (decode must run before this step)")
 
 // trace starts a span per record, linked to the webhook's trace named by the
-// record's AWSTraceHeader, and records the trace id in the Result. After the
+// record's trace header, and records the trace id in the Result. After the
 // rest of the pipeline it annotates the span with what decode learnt and
 // ends it: with the panic and its stack when the handler panicked, with the
 // record's error otherwise.
 func trace(start StartSpan, traceID func(ctx context.Context) string) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
-			upstream := r.msg.Attributes["AWSTraceHeader"]
+			upstream := telemetry.SQSTraceHeader(r.msg.Attributes)
 			ctx, span := start(ctx, "record", upstream)
 			r.result.TraceID = traceID(ctx)
 			err := next(ctx, r)
@@ -40,9 +40,6 @@ func trace(start StartSpan, traceID func(ctx context.Context) string) middleware
 				span.Annotate("webhookEventId", r.head.WebhookEventID)
 				span.Annotate("eventType", r.head.Type)
 				span.Annotate("sourceType", string(r.head.SourceType))
-				if upstream != "" {
-					span.Annotate("upstreamTraceId", crash.TraceRoot(upstream))
-				}
 			}
 			if r.panicked != nil {
 				span.Panic(r.panicked.value, r.panicked.stack)

@@ -16,6 +16,7 @@ import (
 	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/telemetry"
 	"github.com/linegate/linegate/internal/testmessenger"
 	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
@@ -103,8 +104,9 @@ func TestTraceStep(t *testing.T) {
 		wantPanic any   // the panic the span records instead
 		wantNotes map[string]any
 	}{
+		// The link to upstream is the tracer's (StartSpan gets the header).
 		{name: "handled", upstream: upstream, wantNotes: map[string]any{"upstream": upstream,
-			"webhookEventId": "01TR", "eventType": "message", "sourceType": "user", "upstreamTraceId": "1-6749f1a2-3b8c4d5e6f7a8b9c0d1e2f3a"}},
+			"webhookEventId": "01TR", "eventType": "message", "sourceType": "user"}},
 		{name: "no upstream trace", wantNotes: map[string]any{"upstream": "",
 			"webhookEventId": "01TR", "eventType": "message", "sourceType": "user"}},
 		{name: "failed", upstream: upstream, do: returns(errHandler), wantEnd: errHandler},
@@ -118,7 +120,7 @@ func TestTraceStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := decodedRecord(t, "m1", 1, textEvent("01TR", "hi", time.Now(), ""))
-			r.msg.Attributes["AWSTraceHeader"] = tt.upstream
+			r.msg.Attributes[telemetry.SQSTraceAttribute] = tt.upstream
 			if tt.undecoded {
 				r.head = bot.Head{}
 			}

@@ -127,7 +127,8 @@ type Span interface {
 }
 
 // StartSpan starts a trace span for a record. upstream is the record's
-// AWSTraceHeader (the webhook's trace), "" when absent.
+// trace header (telemetry.SQSTraceHeader: the webhook's trace), "" when
+// absent.
 type StartSpan func(ctx context.Context, name, upstream string) (context.Context, Span)
 
 // Processor handles SQS batches. It is safe for concurrent use.

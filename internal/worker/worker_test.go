@@ -485,7 +485,7 @@ func TestRecordSpans(t *testing.T) {
 		t.Fatalf("spans %v", byID)
 	}
 	if ok.endErr != nil || ok.ended != 1 || ok.annotations["eventType"] != "message" || ok.annotations["sourceType"] != "user" ||
-		ok.annotations["upstreamTraceId"] != "1-6749f1a2-3b8c4d5e6f7a8b9c0d1e2f3a" {
+		ok.annotations["upstream"] != "Root=1-6749f1a2-3b8c4d5e6f7a8b9c0d1e2f3a;Parent=53995c3f42cd8ad8;Sampled=1" {
 		t.Fatalf("ok span %+v", ok)
 	}
 	if fail.endErr == nil || fail.ended != 1 {

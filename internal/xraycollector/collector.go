@@ -1,14 +1,16 @@
 // Package xraycollector is a local stand-in for the X-Ray daemon, used by
-// `linegate local`: it receives the segment documents the X-Ray SDK sends over
-// UDP, keeps them by trace id, and serves them as JSON so a developer (or a
-// test) can see each trace's segments, subsegments, annotations, errors and
-// cross-trace links without AWS.
+// `linegate local`: it receives what the daemon Lambda runs in every sandbox
+// receives over UDP — the segment documents the X-Ray SDK sends, and the OTLP
+// spans OpenTelemetry sends ("T1S" datagrams, see otlp.go) — keeps them by
+// trace id in one view, and serves them as JSON so a developer (or a test)
+// can see each trace's segments, subsegments, annotations, errors and
+// cross-trace links without AWS, whichever backend traced them.
 //
 // Links. The SDK cannot write X-Ray's "links" member, so telemetry records a
-// cross-trace link as the annotations upstreamTraceId / upstreamParentId; the
-// collector reports both those and any native "links" member as the trace's
-// Links, each pointing at the upstream trace and (sub)segment. Linked traces
-// stay separate traces.
+// cross-trace link as the annotations upstreamTraceId / upstreamParentId
+// (under either backend); the collector reports those, any native "links"
+// member and OTLP span links as the trace's Links, each pointing at the
+// upstream trace and (sub)segment. Linked traces stay separate traces.
 package xraycollector
 
 import (
@@ -69,6 +71,9 @@ type Segment struct {
 	Path       string   `json:"path,omitempty"`
 	Operation  string   `json:"operation,omitempty"`
 	Exceptions []string `json:"exceptions,omitempty"`
+	// OTLP marks a span OpenTelemetry sent (a "T1S" datagram) rather than
+	// a segment document of the X-Ray SDK.
+	OTLP bool `json:"otlp,omitempty"`
 
 	links []Link // from the document's native "links" member
 }
@@ -230,13 +235,29 @@ func (c *Collector) serve(conn net.PacketConn, done chan struct{}) {
 	}
 }
 
-// Ingest parses one daemon-protocol datagram and stores its segments.
+// Ingest parses one daemon-protocol datagram — a segment document from the
+// X-Ray SDK, or OTLP spans from OpenTelemetry (ParseOTLPDatagram) — and
+// stores its segments.
 func (c *Collector) Ingest(datagram []byte) error {
-	traceID, segs, err := ParseDatagram(datagram)
+	traces, err := parse(datagram)
 	if err != nil {
 		return err
 	}
+	if len(traces) == 0 {
+		return nil
+	}
 	c.mu.Lock()
+	for _, tr := range traces {
+		c.store(tr.TraceID, tr.Segments)
+	}
+	close(c.notify)
+	c.notify = make(chan struct{})
+	c.mu.Unlock()
+	return nil
+}
+
+// store keeps segs under traceID; c.mu must be held.
+func (c *Collector) store(traceID string, segs []Segment) {
 	t, ok := c.traces[traceID]
 	if !ok {
 		t = &trace{segs: map[string]Segment{}}
@@ -257,10 +278,22 @@ func (c *Collector) Ingest(datagram []byte) error {
 		}
 		t.segs[s.ID] = s
 	}
-	close(c.notify)
-	c.notify = make(chan struct{})
-	c.mu.Unlock()
-	return nil
+}
+
+// parse reads one datagram of either format into its traces.
+func parse(b []byte) ([]Trace, error) {
+	body, err := datagramBody(b)
+	if err != nil {
+		return nil, err
+	}
+	if isOTLP(body) {
+		return ParseOTLPDatagram(b)
+	}
+	id, segs, err := ParseDatagram(b)
+	if err != nil {
+		return nil, err
+	}
+	return []Trace{{TraceID: id, Segments: segs}}, nil
 }
 
 // Changed returns a channel closed at the next Ingest that stores something,
@@ -414,6 +447,27 @@ type header struct {
 	Version int    `json:"version"`
 }
 
+// datagramBody checks a datagram's size and header line
+// ({"format": "json", "version": 1}, with or without spaces) and returns
+// what follows the line. Every error wraps ErrMalformed.
+func datagramBody(b []byte) ([]byte, error) {
+	if len(b) > maxDatagram {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	line, body, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return nil, fmt.Errorf("%w: no header line", ErrMalformed)
+	}
+	var h header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	}
+	if h.Format != "json" || h.Version != 1 {
+		return nil, fmt.Errorf("%w: header format %q version %d", ErrMalformed, h.Format, h.Version)
+	}
+	return body, nil
+}
+
 // ParseDatagram parses one daemon-protocol datagram: the header line
 // {"format": "json", "version": 1}, a newline, and one segment document (a
 // segment with nested subsegments, or an independent subsegment document
@@ -421,19 +475,9 @@ type header struct {
 // document flattened into segments, the document's own first. Every error
 // wraps ErrMalformed.
 func ParseDatagram(b []byte) (string, []Segment, error) {
-	if len(b) > maxDatagram {
-		return "", nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
-	}
-	line, body, ok := bytes.Cut(b, []byte("\n"))
-	if !ok {
-		return "", nil, fmt.Errorf("%w: no header line", ErrMalformed)
-	}
-	var h header
-	if err := json.Unmarshal(line, &h); err != nil {
-		return "", nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	if h.Format != "json" || h.Version != 1 {
-		return "", nil, fmt.Errorf("%w: header format %q version %d", ErrMalformed, h.Format, h.Version)
+	body, err := datagramBody(b)
+	if err != nil {
+		return "", nil, err
 	}
 	var doc document
 	if err := json.Unmarshal(body, &doc); err != nil {

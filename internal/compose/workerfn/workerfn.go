@@ -129,10 +129,10 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 	return worker.New(router, d.Store, append(opts, d.Options...)...)
 }
 
-// recordSpan traces one record as a subsegment of the invocation, linked
-// (not merged) to the webhook's trace named by the record's AWSTraceHeader.
+// recordSpan traces one record as a span of the invocation, linked (not
+// merged) to the webhook's trace named by the record's trace header.
 func recordSpan(ctx context.Context, name, upstream string) (context.Context, worker.Span) {
-	ctx, s := telemetry.StartSubsegment(ctx, name)
+	ctx, s := telemetry.Start(ctx, name)
 	if h, err := telemetry.ParseTraceHeader(upstream); err == nil {
 		s.Link(h)
 	}
