@@ -99,7 +99,7 @@ func (p *Processor) pipeline() []middleware {
 		settleFailure(p.queues, p.retry, p.log),
 		decode(p.eventContext),
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
-		parse(p.newMessenger),
+		parse(p.newMessenger, p.state, p.keepFor),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		trackHeld(),
 		longWork(p.long, p.queues, p.longURL, p.newMessenger, p.loadingEvery, p.log),

@@ -7,21 +7,24 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
+
 	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/telemetry"
 	"github.com/linegate/linegate/pkg/bot"
 )
 
-// StateStore is what a handler's idempotent steps (bot.Once) and chat
-// sessions (bot's Event.Session) need of the idempotency table:
-// *idempotency.DynamoDB and *idempotency.Memory satisfy it.
+// StateStore is what a handler's idempotent steps (bot.Once), chat
+// sessions (bot's Event.Session) and reply attempts (idempotency.Attempts)
+// need of the idempotency table: *idempotency.DynamoDB and
+// *idempotency.Memory satisfy it.
 type StateStore interface {
 	ClaimValue(ctx context.Context, key string, inProgressFor time.Duration) ([]byte, error)
 	CompleteValue(ctx context.Context, key string, value []byte, keepFor time.Duration) error
 	Release(ctx context.Context, key string) error
-	Get(ctx context.Context, key string) (idempotency.Versioned, error)
-	Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error)
+	idempotency.VersionedStore
 }
 
 // MetricStepSavesFailed counts step results the store did not take after
@@ -140,3 +143,54 @@ func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL tim
 	})
 	e.BindSessions(chatSessions{store: store, ttl: sessionTTL})
 }
+
+// ledgered is a record's LINE client whose sends carry the record of the
+// event's reply attempt (lineapi.Target.Ledger): the reply is recorded in
+// the idempotency table before the token is used, so no retry of the event
+// — after a crash, a timeout, or a failure after the reply — pushes an
+// answer the reply may already have delivered.
+type ledgered struct {
+	bot.Messenger
+	ledger lineapi.ReplyLedger
+}
+
+// Send implements bot.Messenger.
+func (m ledgered) Send(ctx context.Context, t lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error) {
+	t.Ledger = m.ledger
+	return m.Messenger.Send(ctx, t, msgs...)
+}
+
+// replyAttempt is lineapi.ReplyLedger over the idempotency table: the
+// attempt of one event's reply, under idempotency.ReplyKey, kept as long as
+// the event's completed marker.
+type replyAttempt struct {
+	attempts idempotency.Attempts
+	key      string
+}
+
+// withLedger gives m the record of the reply attempts of the event with key
+// eventKey, kept in store for keepFor; m unchanged without a store or a
+// client.
+func withLedger(m bot.Messenger, store StateStore, eventKey string, keepFor time.Duration) bot.Messenger {
+	if m == nil || store == nil {
+		return m
+	}
+	return ledgered{Messenger: m, ledger: replyAttempt{attempts: idempotency.NewAttempts(store, keepFor), key: idempotency.ReplyKey(eventKey)}}
+}
+
+// Begin implements lineapi.ReplyLedger.
+func (r replyAttempt) Begin(ctx context.Context) (bool, error) {
+	err := r.attempts.Begin(ctx, r.key)
+	if errors.Is(err, idempotency.ErrAttempted) {
+		return true, nil
+	}
+	return false, err
+}
+
+// Attempted implements lineapi.ReplyLedger.
+func (r replyAttempt) Attempted(ctx context.Context) (bool, error) {
+	return r.attempts.Attempted(ctx, r.key)
+}
+
+// Clear implements lineapi.ReplyLedger.
+func (r replyAttempt) Clear(ctx context.Context) error { return r.attempts.Clear(ctx, r.key) }

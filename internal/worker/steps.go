@@ -188,10 +188,12 @@ const longKeySuffix = "#long"
 
 // parse builds the full event, with the SDK's typed event, from what decode
 // read (the SDK decodes it when decode could not: bot.Reader), and binds it
-// to a new LINE client from newMessenger (when set), one per record. An
-// event the SDK cannot decode fails the record (bot.ErrEvent) and gets no
-// client.
-func parse(newMessenger func() bot.Messenger) middleware {
+// to a new LINE client from newMessenger (when set), one per record. With a
+// state store the client records the event's reply attempt in it before
+// the reply (withLedger), so a retry never pushes what a reply may have
+// delivered. An event the SDK cannot decode fails the record (bot.ErrEvent)
+// and gets no client.
+func parse(newMessenger func() bot.Messenger, state StateStore, keepFor time.Duration) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			ev, err := r.reader.Event(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
@@ -199,7 +201,7 @@ func parse(newMessenger func() bot.Messenger) middleware {
 				return err
 			}
 			if newMessenger != nil {
-				ev.Bind(newMessenger())
+				ev.Bind(withLedger(newMessenger(), state, idempotency.Key(ev.WebhookEventID, ev.Raw), keepFor))
 			}
 			r.event = ev
 			return next(ctx, r)

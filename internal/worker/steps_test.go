@@ -418,7 +418,7 @@ func TestParseStep(t *testing.T) {
 				loadingErr = r.event.ShowLoading(ctx, 5)
 				return nil
 			}}
-			err := parse(newMessenger)(next.handler)(context.Background(), r)
+			err := parse(newMessenger, nil, 0)(next.handler)(context.Background(), r)
 
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || next.calls != 0 || len(made) != 0 || r.event != nil {
