@@ -98,7 +98,7 @@ func (p *Processor) pipeline() []middleware {
 		account(p.metrics, p.log, p.observe, p.now),
 		settleFailure(p.queues, p.retry, p.log),
 		decode(p.eventContext),
-		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
+		idempotent(p.store, p.inProgressFor, p.keepFor, p.log, p.completing),
 		parse(p.newMessenger, p.state, p.keepFor),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		trackHeld(),

@@ -149,3 +149,69 @@ func TestCrashAfterReplyIsNotAnsweredTwice(t *testing.T) {
 		})
 	}
 }
+
+// ctxStore records the value of completionKey in the context of each
+// Complete.
+type ctxStore struct {
+	idempotency.Store
+	completedWith []string
+}
+
+type completionKey struct{}
+
+func (s *ctxStore) Complete(ctx context.Context, key string, d time.Duration) error {
+	v, _ := ctx.Value(completionKey{}).(string)
+	s.completedWith = append(s.completedWith, v)
+	return s.Store.Complete(ctx, key, d)
+}
+
+// WithCompletionContext's function runs once per handled record, right
+// before the claim's completion, told the outcome the record will be
+// reported with; the completion is written with the context it returns.
+// Failures and duplicates complete nothing and call nothing.
+func TestCompletionContext(t *testing.T) {
+	tests := []struct {
+		name     string
+		handler  func(ctx context.Context) error
+		before   func(*idempotency.Memory)
+		want     Outcome // what the function is told; "" for not called
+		complete bool
+	}{
+		{name: "handled", handler: func(context.Context) error { return nil }, want: OutcomeOK, complete: true},
+		{name: "held", handler: func(ctx context.Context) error { MarkHeld(ctx); return nil }, want: OutcomeHeld, complete: true},
+		{name: "failed", handler: func(context.Context) error { return errors.New("transient") }},
+		{name: "duplicate", handler: func(context.Context) error { return nil }, before: completed("01CC")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := idempotency.NewMemory()
+			if tt.before != nil {
+				tt.before(mem)
+			}
+			store := &ctxStore{Store: mem}
+			r := bot.NewRouter()
+			r.OnText("", func(ctx context.Context, _ *bot.Event, _ string) error { return tt.handler(ctx) })
+			var told []Outcome
+			p, err := New(r, store, WithCompletionContext(func(ctx context.Context, res Result) context.Context {
+				if res.WebhookEventID != "01CC" {
+					t.Errorf("told about %q", res.WebhookEventID)
+				}
+				told = append(told, res.Outcome)
+				return context.WithValue(ctx, completionKey{}, "from the hook")
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m1", 1, textEvent("01CC", "x", time.Now(), ""))}})
+			switch {
+			case tt.want == "" && len(told) != 0:
+				t.Fatalf("the function was told %v, want no call", told)
+			case tt.want != "" && (len(told) != 1 || told[0] != tt.want):
+				t.Fatalf("the function was told %v, want [%s]", told, tt.want)
+			}
+			if tt.complete != (len(store.completedWith) == 1) || (tt.complete && store.completedWith[0] != "from the hook") {
+				t.Fatalf("completions written with %q, want one with the hook's context: %v", store.completedWith, tt.complete)
+			}
+		})
+	}
+}

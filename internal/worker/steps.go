@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,10 +124,12 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 		return func(ctx context.Context, r *record) error {
 			detail, err := envelope.DecodeRecord(r.msg.Body, &r.reader)
 			if err != nil {
+				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
 			}
 			h, err := r.reader.Head()
 			if err != nil {
+				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
 			}
 			r.detail, r.head = detail, h
@@ -139,6 +142,24 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 	}
 }
 
+// salvageEventID is the webhookEventId of a record that cannot be decoded,
+// read leniently (only that field of the envelope's event, the rest
+// ignored), or "": so the dead letter's Result, log line and the local
+// event log name the event LINE sent rather than only the SQS message.
+func salvageEventID(body string) string {
+	var b struct {
+		Detail struct {
+			Event struct {
+				WebhookEventID string `json:"webhookEventId"`
+			} `json:"event"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal([]byte(body), &b) != nil {
+		return ""
+	}
+	return b.Detail.Event.WebhookEventID
+}
+
 // idempotent gives the event's effect once-only semantics: it claims the
 // event's key for inProgressFor before the steps after it run. An event
 // already completed is acknowledged as OutcomeDuplicate without running
@@ -147,8 +168,10 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 // released so the retry can run; when they succeed, the key is marked
 // completed for keepFor. A failed release or completion is logged and does
 // not change the outcome: the claim then simply expires, and a completion
-// failing after the effect must not run the effect again.
-func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, log *slog.Logger) middleware {
+// failing after the effect must not run the effect again. completing (nil:
+// none) gives the context the completion is written with, told the
+// record's Result as it will be reported (WithCompletionContext).
+func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, log *slog.Logger, completing func(context.Context, Result) context.Context) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			if r.head.Type == "" {
@@ -174,7 +197,15 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 				}
 				return err
 			}
-			if err := store.Complete(context.WithoutCancel(ctx), key, keepFor); err != nil {
+			cctx := context.WithoutCancel(ctx)
+			if completing != nil {
+				res := r.result
+				if res.Outcome == "" {
+					res.Outcome = OutcomeOK
+				}
+				cctx = completing(cctx, res)
+			}
+			if err := store.Complete(cctx, key, keepFor); err != nil {
 				log.ErrorContext(ctx, "mark completed", "webhookEventId", id, "error", err.Error())
 			}
 			return nil
