@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,3 +262,94 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
+
+// A state file that is not whole — truncated, overwritten, or empty —
+// stops `linegate local --state DIR` at once with one line on stderr that
+// names the file and says what to do: no bbolt panic and stack, and never
+// a silent start on an empty state while the banner says state is kept.
+func TestLocalRefusesADamagedStateFile(t *testing.T) {
+	tmpl, err := filepath.Abs("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A state directory as a run leaves it: its queues, tables and event log.
+	good := t.TempDir()
+	{
+		code, _, errOut := runCLIUntilReady(t, "local", "--template", tmpl, "--addr", "127.0.0.1:0", "--state", good)
+		if code != 0 {
+			t.Fatalf("the first run exited %d: %s", code, errOut)
+		}
+	}
+	whole, err := os.ReadFile(filepath.Join(good, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"empty", nil, "is empty (0 bytes), not a state file: delete it to start with an empty state"},
+		{"truncated", whole[:len(whole)/3], "is damaged"},
+		{"garbled", append(append(bytes.Clone(whole[:2*4096]), bytes.Repeat([]byte{0xA5}, len(whole)/2)...), whole[2*4096+len(whole)/2:]...), "is damaged"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "state.db")
+			if err := os.WriteFile(path, tt.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := runCLI("local", "--template", tmpl, "--addr", "127.0.0.1:0", "--state", dir)
+			lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+			if code != 1 || len(lines) != 1 || !strings.Contains(errOut, path) || !strings.Contains(errOut, tt.want) ||
+				strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine") {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming %s and saying %q", code, errOut, path, tt.want)
+			}
+			if strings.Contains(out, "ready") {
+				t.Fatalf("it started anyway: %s", out)
+			}
+		})
+	}
+}
+
+// runCLIUntilReady runs the CLI in this process until it prints its ready
+// line, then stops it as Ctrl-C would.
+func runCLIUntilReady(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &readyWriter{ready: make(chan struct{})}
+	var errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, out, &errOut) }()
+	select {
+	case <-out.ready:
+	case code := <-done:
+		return code, out.String(), errOut.String()
+	case <-time.After(30 * time.Second):
+		t.Fatal("no ready line after 30 s")
+	}
+	cancel()
+	return <-done, out.String(), errOut.String()
+}
+
+// readyWriter signals ready once a ready line has been written to it.
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), "linegate local ready") {
+		w.once.Do(func() { close(w.ready) })
+	}
+	return n, err
+}
+
+func (w *readyWriter) String() string { w.mu.Lock(); defer w.mu.Unlock(); return w.buf.String() }
