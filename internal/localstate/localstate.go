@@ -64,9 +64,11 @@ type Change struct {
 }
 
 // Stats counts what the Store did: Changes appended and the Commits (each
-// one fsync'd transaction) they took.
+// one fsync'd transaction) they took, and the Compactions of the file
+// (CompactFailures: tried and left as it was).
 type Stats struct {
-	Changes, Commits uint64
+	Changes, Commits             uint64
+	Compactions, CompactFailures uint64
 }
 
 // Option configures a Store.
@@ -80,9 +82,14 @@ func WithCommitHook(f func(batch []Change)) Option { return func(s *Store) { s.b
 
 // Store is an open state directory. It is safe for concurrent use.
 type Store struct {
+	dbMu         sync.RWMutex // the committer swaps db when it compacts
 	db           *bolt.DB
 	path         string
 	beforeCommit func(batch []Change)
+
+	compactMinFree int64
+	compactEvery   time.Duration
+	lastCompact    time.Time // when the committer last looked
 
 	mu       sync.Mutex
 	pending  []Change
@@ -114,13 +121,28 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err := precheckFile(path); err != nil {
 		return nil, err
 	}
+	if err := removeLeftover(path); err != nil {
+		return nil, err
+	}
 	db, err := openChecked(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, path: path, done: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s := &Store{db: db, path: path, done: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		compactMinFree: DefaultCompactMinFree, compactEvery: DefaultCompactEvery, lastCompact: time.Now()}
 	for _, o := range opts {
 		o(s)
+	}
+	if worthCompacting(db, path, s.compactMinFree) {
+		s.db, err = compactFile(db, path)
+		switch {
+		case s.db == nil:
+			return nil, err
+		case err != nil:
+			s.stats.CompactFailures++ // the file as it was: it works, only larger
+		default:
+			s.stats.Compactions++
+		}
 	}
 	go s.commitLoop()
 	return s, nil
@@ -280,6 +302,11 @@ func (s *Store) Each(bucket string, fn func(key, value []byte) error) error {
 }
 
 func (s *Store) each(bucket string, fn func(key, value []byte) error) error {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.db == nil {
+		return s.failure()
+	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucket))
 		if b == nil {
@@ -321,8 +348,47 @@ func (s *Store) commitLoop() {
 		close(s.done)
 		s.done = make(chan struct{})
 		s.mu.Unlock()
+		if err == nil {
+			s.maybeCompact()
+		}
 	}
 }
+
+// maybeCompact compacts the database, between two commits, when it is
+// time to look and worth it. A compaction that fails leaves the database as
+// it was, and is tried again at the next look; one that cannot make its
+// result safe fails the Store as a failed commit does.
+func (s *Store) maybeCompact() {
+	if time.Since(s.lastCompact) < s.compactEvery {
+		return
+	}
+	s.lastCompact = time.Now()
+	if !worthCompacting(s.db, s.path, s.compactMinFree) {
+		return
+	}
+	s.dbMu.Lock()
+	db, err := compactFile(s.db, s.path)
+	s.db = db // the old database when it failed; nil when it closed both
+	s.dbMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case db == nil:
+		s.err = err
+		close(s.done)
+		s.done = make(chan struct{})
+	case err != nil:
+		s.stats.CompactFailures++
+	default:
+		s.stats.Compactions++
+	}
+}
+
+// fillPercent is how full bbolt fills a page before it splits it. Its
+// default, 0.5, leaves the pages of keys written in increasing order (a
+// webhookEventId is a ULID: event log entries, idempotency records) half
+// empty for good; nearly full pages halve the file those take.
+const fillPercent = 0.9
 
 func apply(tx *bolt.Tx, batch []Change) error {
 	buckets := map[string]*bolt.Bucket{}
@@ -335,6 +401,7 @@ func apply(tx *bolt.Tx, batch []Change) error {
 			}
 			buckets[c.Bucket] = b
 		}
+		b.FillPercent = fillPercent
 		var err error
 		if c.Value == nil {
 			err = b.Delete([]byte(c.Key))
@@ -371,6 +438,11 @@ func (s *Store) Close() error {
 	s.done = make(chan struct{})
 	s.mu.Unlock()
 	<-s.stopped
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	if s.db == nil { // a compaction that could not be made safe closed it
+		return s.err
+	}
 	return s.db.Close()
 }
 

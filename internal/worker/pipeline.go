@@ -13,14 +13,15 @@ import (
 // have learnt of it so far, and the Result being built. Each field is set by
 // one step and read by the steps inside it.
 type record struct {
-	msg      events.SQSMessage
-	detail   envelope.Detail // set by decode
-	head     bot.Head        // set by decode: enough to deduplicate
-	reader   bot.Reader      // decode's reading of the event, which parse builds it from
-	event    *bot.Event      // set by parse, after the claim
-	panicked *panicked       // set by recoverPanics when the handler panicked
-	long     bool            // set by process: the record came from the long-work queue
-	result   Result
+	msg       events.SQSMessage
+	detail    envelope.Detail // set by decode
+	head      bot.Head        // set by decode: enough to deduplicate
+	reader    bot.Reader      // decode's reading of the event, which parse builds it from
+	event     *bot.Event      // set by parse, after the claim
+	messenger bot.Messenger   // set by parse: the event's LINE client (nil: none)
+	panicked  *panicked       // set by recoverPanics when the handler panicked
+	long      bool            // set by process: the record came from the long-work queue
+	result    Result
 }
 
 // panicked is a recovered handler panic: its value and the stack taken where

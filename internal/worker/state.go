@@ -116,16 +116,43 @@ func (s chatSessions) Save(ctx context.Context, chatID string, value []byte, ver
 
 // bindState gives the event its step store and its session store when the
 // worker has a StateStore; without one, Once and Session fail with
-// bot.ErrNoSteps and bot.ErrNoSessions.
+// bot.ErrNoSteps and bot.ErrNoSessions. The steps after it run with what
+// the event was bound to in their context (BoundOf).
 func bindState(store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
+			b := &Bound{Messenger: r.messenger}
 			if store != nil && r.event != nil {
-				bind(r.event, store, inProgressFor, keepFor, sessionTTL, log, m)
+				b.Steps, b.Sessions = bind(r.event, store, inProgressFor, keepFor, sessionTTL, log, m)
 			}
-			return next(ctx, r)
+			return next(context.WithValue(ctx, boundKey{}, b), r)
 		}
 	}
+}
+
+// Bound is what the worker bound to a record's event: the LINE client its
+// sends go through (with the record of its reply attempt), and the stores
+// of its steps and of its chat's session; each nil when the worker has
+// none. A handler run in another process (linegate local --watch, package
+// botproc) makes its calls through these, so they behave as in one
+// process: the reply's record, the held queue, the worker's metrics, the
+// idempotency table.
+type Bound struct {
+	Messenger bot.Messenger
+	Steps     bot.Steps
+	Sessions  bot.SessionStore
+}
+
+type boundKey struct{}
+
+// BoundOf returns what the worker bound to the event whose handler runs
+// in ctx; false outside a record's handler.
+func BoundOf(ctx context.Context) (Bound, bool) {
+	b, ok := ctx.Value(boundKey{}).(*Bound)
+	if !ok {
+		return Bound{}, false
+	}
+	return *b, true
 }
 
 // BindState gives e the step and session stores the worker gives every
@@ -136,12 +163,15 @@ func BindState(e *bot.Event, store StateStore, sessionTTL time.Duration) {
 	bind(e, store, 30*time.Second, 48*time.Hour, sessionTTL, slog.New(slog.DiscardHandler), telemetry.Discard)
 }
 
-func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) {
-	e.BindSteps(eventSteps{
+func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) (bot.Steps, bot.SessionStore) {
+	steps := eventSteps{
 		store: store, eventKey: idempotency.Key(e.WebhookEventID, e.Raw), eventID: e.WebhookEventID,
 		inProgressFor: inProgressFor, keepFor: keepFor, log: log, metrics: m,
-	})
-	e.BindSessions(chatSessions{store: store, ttl: sessionTTL})
+	}
+	sessions := chatSessions{store: store, ttl: sessionTTL}
+	e.BindSteps(steps)
+	e.BindSessions(sessions)
+	return steps, sessions
 }
 
 // ledgered is a record's LINE client whose sends carry the record of the

@@ -232,7 +232,8 @@ func parse(newMessenger func() bot.Messenger, state StateStore, keepFor time.Dur
 				return err
 			}
 			if newMessenger != nil {
-				ev.Bind(withLedger(newMessenger(), state, idempotency.Key(ev.WebhookEventID, ev.Raw), keepFor))
+				r.messenger = withLedger(newMessenger(), state, idempotency.Key(ev.WebhookEventID, ev.Raw), keepFor)
+				ev.Bind(r.messenger)
 			}
 			r.event = ev
 			return next(ctx, r)
