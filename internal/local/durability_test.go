@@ -206,3 +206,22 @@ func TestEventLogRestore(t *testing.T) {
 	}
 	_ = st.Close()
 }
+
+// An event the worker cannot decode keeps the webhookEventId LINE gave it
+// in /_local/events: its one entry goes from queued to dead-lettered, and
+// no second entry appears under its SQS message id.
+func TestUndecodableEventKeepsItsEntry(t *testing.T) {
+	rt, p := start(t, Config{TimeScale: 30})
+	const id = "01M8UNDEC0DABLE00000000001"
+	ev := json.RawMessage(`{"type":"message","webhookEventId":"` + id + `","mode":"active","timestamp":` + strconv.FormatInt(time.Now().UnixMilli(), 10) +
+		`,"source":{"type":"user","userId":"U00000000000000000000000000000d03"},"replyToken":"r","deliveryContext":{"isRedelivery":"no"}}`)
+	if got := deliver(t, p, ev); got != id {
+		t.Fatalf("delivered %q", got)
+	}
+	waitEvent(t, rt, 10*time.Second, id, "dead-lettered", func(v eventView) bool { return v.Outcome == "dead-lettered" })
+	for _, v := range rt.Events() {
+		if v.WebhookEventID != id {
+			t.Fatalf("a second entry %+v beside the event's own", v)
+		}
+	}
+}
