@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/localstate"
 )
@@ -222,6 +225,59 @@ func TestUndecodableEventKeepsItsEntry(t *testing.T) {
 	for _, v := range rt.Events() {
 		if v.WebhookEventID != id {
 			t.Fatalf("a second entry %+v beside the event's own", v)
+		}
+	}
+}
+
+// The state file gives back what a burst left once it expired: after a
+// burst, the chat queue's deduplication ids (kept 5 minutes, 10 s at time
+// scale 30) are forgotten as traffic goes on, and the committer compacts
+// the file — its pages shrink, and what the 48-hour window still needs
+// (the idempotency records, the event log) is all there.
+func TestStateFileShrinksOnceABurstExpires(t *testing.T) {
+	dir := t.TempDir()
+	rt, p := start(t, Config{TimeScale: 30, StateDir: dir, StateOptions: []localstate.Option{localstate.WithCompaction(256<<10, 0)}})
+	p = lineplatform.New(rt.WebhookURL(), []byte(DefaultSecret), lineplatform.WithTimeout(10*time.Second))
+	const burst = 1200
+	var ids []string
+	for i := 0; i < burst; i += 20 {
+		var evs []json.RawMessage
+		for j := i; j < i+20; j++ {
+			evs = append(evs, p.Text(fmt.Sprintf("U%032x", 0xb000+j), "burst"))
+		}
+		d, err := p.Deliver(context.Background(), evs...)
+		if err != nil || !d.Delivered {
+			t.Fatalf("delivery: %+v %v", d, err)
+		}
+		ids = append(ids, d.WebhookEventIDs...)
+	}
+	waitEvent(t, rt, 60*time.Second, ids[len(ids)-1], "the burst handled", func(v eventView) bool { return v.Outcome == "ok" })
+	peak, err := rt.state.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactions := rt.state.Stats().Compactions
+	// Traffic goes on, one event at a time, until the compaction.
+	for deadline := time.Now().Add(90 * time.Second); rt.state.Stats().Compactions == compactions; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction 90 s after the burst (peak %+v)", peak)
+		}
+		deliver(t, p, p.Text("U0000000000000000000000000000b0ff", "trickle"))
+	}
+	after, err := rt.state.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pages %d KiB after the burst, %d KiB compacted (%d KiB in use)", peak.Pages>>10, after.Pages>>10, after.InUse>>10)
+	if after.Pages >= peak.Pages*2/3 {
+		t.Fatalf("pages %d after the compaction, %d at the burst: want at least a third given back", after.Pages, peak.Pages)
+	}
+	for _, id := range []string{ids[0], ids[len(ids)/2], ids[len(ids)-1]} {
+		if err := samWorkerStore(t, rt).Claim(context.Background(), id, time.Minute); !errors.Is(err, idempotency.ErrCompleted) {
+			t.Fatalf("the burst's event %s after the compaction: %v, want completed", id, err)
+		}
+		if v, ok := event(t, rt, id); !ok || v.Outcome != "ok" {
+			t.Fatalf("the burst's event %s in the event log after the compaction: %+v", id, v)
 		}
 	}
 }

@@ -18,9 +18,9 @@ import (
 // counts in the process's memory (the file is mapped). So the Store
 // compacts: it copies the live data into a new file, pages filled
 // (bbolt.Compact), and replaces the old one — at Open, and while running,
-// from the committer, between two commits, when a compaction would at
-// least halve the file and give back at least compactMinFree. Commits wait
-// while it runs (well under a second for tens of megabytes).
+// from the committer, between two commits, when a third of the file's pages
+// are free and they make at least compactMinFree. Commits wait while it
+// runs (well under a second for tens of megabytes).
 const (
 	// DefaultCompactMinFree is the least free space worth a compaction.
 	DefaultCompactMinFree = 4 << 20
@@ -34,9 +34,9 @@ const (
 // database with it; a leftover (a crash mid-compaction) is deleted at Open.
 const compactSuffix = ".compact"
 
-// WithCompaction sets how much space given back is worth a compaction
-// (minFree bytes, and at least half the file) and how often the committer
-// looks (every): tests compact small files at once.
+// WithCompaction sets how much free space is worth a compaction (minFree
+// bytes, and at least a third of the file's pages) and how often the
+// committer looks (every): tests compact small files at once.
 func WithCompaction(minFree int64, every time.Duration) Option {
 	return func(s *Store) { s.compactMinFree, s.compactEvery = minFree, every }
 }
@@ -44,53 +44,64 @@ func WithCompaction(minFree int64, every time.Duration) Option {
 // Size is what the database file takes: Bytes, the file's size; Pages,
 // the bytes of the pages the database has used (its high-water mark: bbolt
 // grows the file ahead of it, and a file's tail past it takes neither disk
-// blocks nor memory); InUse, the bytes of those that hold data (keys,
-// values and the pages' headers, as bbolt's bucket statistics count them).
-// Pages less InUse — free pages, and pages part empty — is what a
-// compaction gives back.
+// blocks nor memory); Free, those of them on bbolt's freelist (freed by
+// deletes, reusable); InUse, the bytes that hold data (keys, values and the
+// pages' headers, as bbolt's bucket statistics count them). Pages less
+// InUse — free pages, and pages part empty — is what a compaction gives
+// back.
 type Size struct {
-	Bytes, Pages, InUse int64
+	Bytes, Pages, Free, InUse int64
 }
 
-// Size reports the database file's size and how much of it is in use.
+// Size reports the database file's size and how much of it is in use. It
+// reads every page (the bucket statistics walk them), so every page of the
+// mapped file is then in the process's memory: for tests and reports, not
+// for the committer.
 func (s *Store) Size() (Size, error) {
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	if s.db == nil {
 		return Size{}, s.failure()
 	}
-	return sizeOf(s.db, s.path)
+	sz, err := pagesOf(s.db, s.path)
+	if err != nil {
+		return sz, err
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		sz.InUse = 4 * int64(s.db.Info().PageSize) // the meta pages, the freelist, the root
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
+			st := b.Stats()
+			sz.InUse += int64(st.BranchInuse + st.LeafInuse + st.InlineBucketInuse)
+			return nil
+		})
+	})
+	return sz, err
 }
 
-// sizeOf is the Size of db, whose file is at path (a compacted database's
-// own Path is the name it was written under). It reads every bucket's
-// statistics: a walk of the pages, a few milliseconds for tens of
-// megabytes.
-func sizeOf(db *bolt.DB, path string) (Size, error) {
+// pagesOf is the Size of db, whose file is at path (a compacted database's
+// own Path is the name it was written under), without InUse: from the
+// file, the meta page and the freelist, reading no other page.
+func pagesOf(db *bolt.DB, path string) (Size, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return Size{}, fmt.Errorf("localstate: %w", err)
 	}
 	out := Size{Bytes: info.Size()}
-	err = db.View(func(tx *bolt.Tx) error {
-		out.Pages = tx.Size()
-		out.InUse = 4 * int64(db.Info().PageSize) // the meta pages, the freelist, the root
-		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
-			st := b.Stats()
-			out.InUse += int64(st.BranchInuse + st.LeafInuse + st.InlineBucketInuse)
-			return nil
-		})
-	})
+	st := db.Stats()
+	out.Free = int64(st.FreePageN+st.PendingPageN) * int64(db.Info().PageSize)
+	err = db.View(func(tx *bolt.Tx) error { out.Pages = tx.Size(); return nil })
 	return out, err
 }
 
-// worthCompacting reports whether compacting db (at path) would at least
-// halve the pages it uses and give back at least minFree bytes. (A
-// compaction fills its pages: what it leaves is about InUse, so it is not
-// worth doing again until the pages grow away from the data.)
+// worthCompacting reports whether compacting db (at path) is worth it: at
+// least a third of its pages free, and at least minFree bytes. It reads the
+// freelist's count only (walking the pages would bring the whole mapped
+// file into the process's memory, which the compaction is there to keep
+// small); a compaction leaves no free page, so it is not worth doing again
+// until deletes free a third of the file again.
 func worthCompacting(db *bolt.DB, path string, minFree int64) bool {
-	sz, err := sizeOf(db, path)
-	return err == nil && sz.Pages-sz.InUse >= minFree && sz.InUse*2 <= sz.Pages
+	sz, err := pagesOf(db, path)
+	return err == nil && sz.Free >= minFree && sz.Free*3 >= sz.Pages
 }
 
 // compactFile copies the live data of db (at path) into a new file and
