@@ -236,8 +236,8 @@ func TestUndecodableEventKeepsItsEntry(t *testing.T) {
 // (the idempotency records, the event log) is all there.
 func TestStateFileShrinksOnceABurstExpires(t *testing.T) {
 	dir := t.TempDir()
-	rt, p := start(t, Config{TimeScale: 30, StateDir: dir, StateOptions: []localstate.Option{localstate.WithCompaction(256<<10, 0)}})
-	p = lineplatform.New(rt.WebhookURL(), []byte(DefaultSecret), lineplatform.WithTimeout(10*time.Second))
+	rt, _ := start(t, Config{TimeScale: 30, StateDir: dir, StateOptions: []localstate.Option{localstate.WithCompaction(256<<10, 0)}})
+	p := lineplatform.New(rt.WebhookURL(), []byte(DefaultSecret), lineplatform.WithTimeout(10*time.Second))
 	const burst = 1200
 	var ids []string
 	for i := 0; i < burst; i += 20 {
