@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
@@ -326,5 +327,45 @@ func TestForwardWaitsForTheNextBot(t *testing.T) {
 	}
 	if got := <-ran; got != "after the restart" {
 		t.Fatalf("ran %q", got)
+	}
+}
+
+// The failures of the calls back reach the handler with their class, and
+// none hangs: an event dispatched outside a worker's record has no
+// messenger, steps or sessions (bot.ErrNoMessenger, ErrNoSteps,
+// ErrNoSessions, as in one process); a call back for a dispatch that is
+// over is refused; a parent that is gone fails the call at once.
+func TestCallBackFailures(t *testing.T) {
+	got := make(chan error, 8)
+	r := bot.NewRouter()
+	r.OnText("outside", func(ctx context.Context, e *bot.Event, _ string) error {
+		got <- e.ReplyText(ctx, "x")
+		_, err := bot.Once(ctx, e, "s", func(context.Context) (int, error) { return 1, nil })
+		got <- err
+		_, err = e.Session(ctx, &struct{}{})
+		got <- err
+		return nil
+	})
+	parent := served(t, r).Router()
+	if err := parent.Dispatch(context.Background(), textEvent(t, "outside")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []error{bot.ErrNoMessenger, bot.ErrNoSteps, bot.ErrNoSessions} {
+		if err := <-got; !errors.Is(err, want) {
+			t.Errorf("outside a worker's record: %v, want %v", err, want)
+		}
+	}
+
+	cl := newClient(t)
+	over := remote{client: Socket(cl.Socket()), id: "no-such-dispatch"}
+	if _, err := over.do(context.Background(), opLoad, request{ChatID: "U1"}); err == nil || !strings.Contains(err.Error(), errCallOver.Error()) {
+		t.Fatalf("a call back for a dispatch that is over: %v, want it refused", err)
+	}
+	gone := remote{client: Socket(filepath.Join(t.TempDir(), "no-parent.sock")), id: "1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := (remoteMessenger{gone}).Send(ctx, lineapi.Target{ReplyToken: "r"}, messaging_api.TextMessage{Text: "x"}); err == nil ||
+		!strings.Contains(err.Error(), "the parent process") || ctx.Err() != nil {
+		t.Fatalf("a call back with the parent gone: %v (context %v), want a prompt error naming the parent", err, ctx.Err())
 	}
 }
