@@ -10,7 +10,6 @@ import (
 	"os"
 
 	"github.com/linegate/linegate/internal/app"
-	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/bot"
@@ -56,7 +55,11 @@ func localCommand(fs *flag.FlagSet) action {
 		}
 		var w *watcher
 		if *watchFlag {
-			w = &watcher{client: &botproc.Client{}}
+			var err error
+			if w, err = newWatcher(); err != nil {
+				return err
+			}
+			defer w.close()
 			cfg.Bot = w.bot
 		}
 		rt, err := local.Start(ctx, cfg)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/linegate/linegate/internal/localstate"
 )
 
 // Tables is an in-memory DynamoDB: tables with a partition key (and
@@ -264,7 +266,7 @@ func (t *Tables) onItem(ctx context.Context, body []byte, useItem, exactKey bool
 		return nil, err
 	}
 	var ticket uint64
-	out, err := t.changeItem(tb, &in, useItem, exactKey, fn, &ticket)
+	out, err := t.changeItem(tb, &in, useItem, exactKey, fn, localstate.ChangesOf(ctx), &ticket)
 	unlock()
 	if derr := t.durable(ctx, ticket); derr != nil && err == nil {
 		return nil, derr
@@ -273,8 +275,10 @@ func (t *Tables) onItem(ctx context.Context, body []byte, useItem, exactKey bool
 }
 
 // changeItem is onItem's work under the lock; ticket gets the journal
-// ticket of what it changed.
-func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error), ticket *uint64) (any, error) {
+// ticket of what it changed. The changes with ride along with the item's
+// change in one append (one commit), and only when the item changes (a
+// failed condition writes neither).
+func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, fn func(in *itemRequest, old item) (item, error), with []localstate.Change, ticket *uint64) (any, error) {
 	swept := t.sweep()
 	if len(swept) > 0 {
 		*ticket = t.saveItems(swept) // dropped from memory: so from disk
@@ -328,7 +332,7 @@ func (t *Tables) changeItem(tb *table, in *itemRequest, useItem, exactKey bool, 
 	} else if ref.doc, err = tb.set(id, next); err != nil {
 		return nil, err
 	}
-	*ticket = max(*ticket, t.saveItems(nil, ref))
+	*ticket = max(*ticket, t.saveItemsWith(with, nil, ref))
 	out := map[string]any{}
 	switch in.ReturnValues {
 	case "ALL_OLD":

@@ -77,14 +77,21 @@ type itemRef struct {
 
 // saveItems appends the new state of each item; t.mu is held.
 func (t *Tables) saveItems(refs []itemRef, more ...itemRef) uint64 {
+	return t.saveItemsWith(nil, refs, more...)
+}
+
+// saveItemsWith is saveItems with other changes in the same append, so in
+// the same commit (localstate.WithChanges: what rides with a request's
+// write); t.mu is held.
+func (t *Tables) saveItemsWith(with []localstate.Change, refs []itemRef, more ...itemRef) uint64 {
 	if t.journal == nil {
 		return 0
 	}
-	changes := make([]localstate.Change, 0, len(refs)+len(more))
+	changes := make([]localstate.Change, 0, len(refs)+len(more)+len(with))
 	for _, r := range append(refs, more...) {
 		changes = append(changes, localstate.Change{Bucket: bucketItems, Key: r.table + "\x00" + r.id, Value: r.doc})
 	}
-	return t.journal.Append(changes...)
+	return t.journal.Append(append(changes, with...)...)
 }
 
 // durable waits, outside the lock, until the change of ticket is on disk.

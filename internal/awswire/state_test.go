@@ -187,3 +187,60 @@ func TestDeleteWhereReleasesClaimsDurably(t *testing.T) {
 		t.Errorf("session: %+v, %v", v, err)
 	}
 }
+
+// recordingJournal is a Journal that keeps every Append, as one slice per
+// call (what one call appends reaches the disk in one commit).
+type recordingJournal struct {
+	appends [][]localstate.Change
+}
+
+func (j *recordingJournal) Append(changes ...localstate.Change) uint64 {
+	j.appends = append(j.appends, append([]localstate.Change(nil), changes...))
+	return uint64(len(j.appends))
+}
+func (j *recordingJournal) Wait(context.Context, uint64) error { return nil }
+func (j *recordingJournal) Each(string, func(key, value []byte) error) error {
+	return nil
+}
+
+// The changes a request's context carries (localstate.WithChanges) ride
+// in the same Append as the item the request changes, so in one commit;
+// a write whose condition fails changes nothing, and appends none of them.
+func TestChangesRideWithTheWrite(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	j := &recordingJournal{}
+	tables := awswire.NewTables("us-east-1", "123456789012", awswire.WithTablesClock(clk.Now))
+	if err := tables.Persist(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := tables.CreateTable("idem", "id", "S"); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := inProcessStore(t, tables, clk)
+	ctx := context.Background()
+	if err := s.Claim(ctx, "ev1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rider := localstate.Change{Bucket: "local.outcomes", Key: "ev1", Value: []byte("ok")}
+	with := localstate.WithChanges(ctx, rider)
+	before := len(j.appends)
+	if err := s.Complete(with, "ev1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	last := j.appends[len(j.appends)-1]
+	if len(j.appends) != before+1 || len(last) != 2 || last[0].Bucket != "dynamodb.items" || !strings.Contains(string(last[0].Value), `"completed"`) ||
+		last[1].Bucket != rider.Bucket || last[1].Key != rider.Key || string(last[1].Value) != "ok" {
+		t.Fatalf("the completion appended %+v, want the item and the rider in one append", j.appends[before:])
+	}
+	before = len(j.appends)
+	if err := s.Complete(with, "ev1", time.Hour); !errors.Is(err, idempotency.ErrNotClaimed) {
+		t.Fatalf("a second completion: %v, want ErrNotClaimed", err)
+	}
+	for _, a := range j.appends[before:] {
+		for _, c := range a {
+			if c.Bucket == rider.Bucket {
+				t.Fatalf("a write whose condition failed appended its rider: %+v", a)
+			}
+		}
+	}
+}

@@ -45,6 +45,7 @@ func TestDynamoDBStateConformanceOnMoto(t *testing.T) {
 	}
 	idempotencytest.RunValues(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.ValueStore { return store(clock) })
 	idempotencytest.RunVersioned(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore { return store(clock) })
+	idempotencytest.RunAttempts(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore { return store(clock) })
 }
 
 // TestDynamoDBItemShapeOnMoto checks what lands in the table: the TTL

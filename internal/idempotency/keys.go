@@ -56,3 +56,8 @@ func DebounceKey(chatID, route string) string { return "debounce#" + chatID + "#
 // key eventKey was reported: the worker claims it before publishing, so an
 // event's panic pages once per marker lifetime, redriven or not.
 func CrashKey(eventKey string) string { return "crash#" + eventKey }
+
+// ReplyKey is the key of the record that the reply of the event with key
+// eventKey was attempted (Attempts): written before the reply is sent, so
+// a retry after a crash knows the reply token may have been used.
+func ReplyKey(eventKey string) string { return "reply#" + eventKey }

@@ -29,6 +29,12 @@ func TestMemoryVersionedConformance(t *testing.T) {
 	})
 }
 
+func TestMemoryAttemptsConformance(t *testing.T) {
+	idempotencytest.RunAttempts(t, func(t *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore {
+		return idempotency.NewMemory(idempotency.WithClock(clock.Now))
+	})
+}
+
 func TestMemoryPurgesExpiredEntries(t *testing.T) {
 	clock := idempotencytest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := idempotency.NewMemory(idempotency.WithClock(clock.Now))

@@ -63,6 +63,10 @@ const (
 	MetricDuplicatePushes = "LinePushesDeduplicated" // pushes answered 409: already sent with that retry key
 	MetricRetries         = "LineRequestsRetried"    // HTTP attempts repeated after a failure
 	MetricLatency         = "LineRequestLatency"     // duration of each HTTP attempt
+	// MetricRepliesAssumed counts replies taken as delivered without LINE's
+	// word: an earlier attempt of the same reply is on record (Target.Ledger)
+	// and LINE now refuses the token as used.
+	MetricRepliesAssumed = "LineRepliesAssumedDelivered"
 )
 
 // Via says how a message was delivered.
@@ -90,6 +94,33 @@ type Target struct {
 	// Index numbers the sends made for one event (0, 1, ...), so each gets its
 	// own retry key.
 	Index int
+	// Ledger, when set, records the reply's attempt durably before it is
+	// made, so that a retry of the event (after a crash, a timeout, or a
+	// failure after the reply) never pushes an answer a reply may already
+	// have delivered. nil: no record (a crash between a reply and the end of
+	// its record may then answer twice).
+	Ledger ReplyLedger
+}
+
+// ReplyLedger is the durable record of one event's reply attempt (the
+// worker backs it with idempotency.Attempts in the idempotency table).
+//
+// Send calls Begin before it uses a fresh reply token, and Attempted before
+// it would push in place of a reply token it no longer trusts (too old).
+// When an earlier attempt is on record, the token may have been used by it:
+// Send tries the reply once more (the earlier attempt may never have left),
+// and takes LINE's "Invalid reply token" as delivered instead of pushing.
+// When LINE refuses a first attempt with a clear answer (nothing delivered),
+// Send clears the record before it pushes or returns, so the retry starts
+// afresh.
+type ReplyLedger interface {
+	// Begin records the attempt; earlier reports that one was already on
+	// record (and nothing new was recorded).
+	Begin(ctx context.Context) (earlier bool, err error)
+	// Attempted reports whether an attempt is on record, recording nothing.
+	Attempted(ctx context.Context) (bool, error)
+	// Clear forgets the attempt: LINE refused it, nothing was delivered.
+	Clear(ctx context.Context) error
 }
 
 // Option configures a Client.
@@ -293,11 +324,18 @@ func (c *Client) finish(ctx context.Context, op string, err error) error {
 }
 
 func (c *Client) reply(ctx context.Context, replyToken string, msgs []messaging_api.MessageInterface) error {
+	_, err := c.replyCall(ctx, replyToken, msgs)
+	return err
+}
+
+// replyCall is reply, reporting what its attempts learnt: whether LINE may
+// have acted on one of them.
+func (c *Client) replyCall(ctx context.Context, replyToken string, msgs []messaging_api.MessageInterface) (callResult, error) {
 	if replyToken == "" {
-		return fmt.Errorf("lineapi: reply: %w: empty reply token", ErrInvalidRequest)
+		return callResult{}, fmt.Errorf("lineapi: reply: %w: empty reply token", ErrInvalidRequest)
 	}
 	if err := checkMessages(msgs); err != nil {
-		return fmt.Errorf("lineapi: reply: %w", err)
+		return callResult{}, fmt.Errorf("lineapi: reply: %w", err)
 	}
 	req := &messaging_api.ReplyMessageRequest{ReplyToken: replyToken, Messages: msgs}
 	res, err := c.do(ctx, "reply", true, func(api *messaging_api.MessagingApiAPI) (*http.Response, error) {
@@ -313,10 +351,10 @@ func (c *Client) reply(ctx context.Context, replyToken string, msgs []messaging_
 		err = nil
 	}
 	if err != nil {
-		return err
+		return res, err
 	}
 	c.metrics.Count(MetricReplies, 1)
-	return nil
+	return res, nil
 }
 
 func (c *Client) push(ctx context.Context, to, retryKey string, msgs []messaging_api.MessageInterface) error {
@@ -354,13 +392,15 @@ func (c *Client) send(ctx context.Context, t Target, msgs []messaging_api.Messag
 	var replyErr error
 	if t.ReplyToken != "" {
 		age := c.now().Sub(t.EventTime)
-		if !t.EventTime.IsZero() && age < c.replyWindow {
-			err := c.reply(ctx, t.ReplyToken, msgs)
-			if err == nil {
-				return ViaReply, nil
-			}
-			if !errors.Is(err, ErrInvalidReplyToken) {
-				return ViaReply, err
+		fresh := !t.EventTime.IsZero() && age < c.replyWindow
+		earlier, err := c.earlierAttempt(ctx, t.Ledger, fresh)
+		if err != nil {
+			return ViaReply, err
+		}
+		if fresh || earlier {
+			via, done, err := c.replyFirst(ctx, t, earlier, msgs)
+			if done {
+				return via, err
 			}
 			replyErr = err
 			c.log.InfoContext(ctx, "line reply token rejected; pushing instead", "op", "send",
@@ -380,6 +420,64 @@ func (c *Client) send(ctx context.Context, t Target, msgs []messaging_api.Messag
 		key = RetryKey(t.WebhookEventID, t.Index)
 	}
 	return ViaPush, c.push(ctx, t.To, key, msgs)
+}
+
+// earlierAttempt asks the ledger (nil: none) whether an earlier attempt of
+// this reply is on record. A fresh token is about to be used, so its
+// attempt is recorded in the same step (Begin); a token too old to use is
+// only looked up (Attempted). A ledger that cannot answer fails the send:
+// the record is retried, and nothing was sent.
+func (c *Client) earlierAttempt(ctx context.Context, l ReplyLedger, fresh bool) (bool, error) {
+	if l == nil {
+		return false, nil
+	}
+	var earlier bool
+	var err error
+	if fresh {
+		earlier, err = l.Begin(ctx)
+	} else {
+		earlier, err = l.Attempted(ctx)
+	}
+	if err != nil {
+		return false, fmt.Errorf("lineapi: send: the record of the reply attempt: %w", err)
+	}
+	return earlier, nil
+}
+
+// replyFirst makes the reply of a Send. done reports that the send is over
+// (delivered, or failed with err); otherwise LINE refused the token on a
+// first attempt with a clear answer, nothing was delivered, err is that
+// refusal and the caller pushes instead.
+//
+// With an earlier attempt on record (earlier), the token may have been used
+// by it: a refusal of the token then counts as delivered — pushing would
+// repeat an answer the chat may have — and the record stays. On a first
+// attempt, a clear refusal of any kind (nothing delivered) clears the
+// record, so the event's retry starts afresh; an answer LINE may have acted
+// on (5xx, a timeout) keeps it.
+func (c *Client) replyFirst(ctx context.Context, t Target, earlier bool, msgs []messaging_api.MessageInterface) (via Via, done bool, err error) {
+	res, err := c.replyCall(ctx, t.ReplyToken, msgs)
+	switch {
+	case err == nil:
+		return ViaReply, true, nil
+	case earlier && errors.Is(err, ErrInvalidReplyToken):
+		c.metrics.Count(MetricRepliesAssumed, 1)
+		c.log.WarnContext(ctx, "line reply token already used and this reply was attempted before (a crash or a retry after it); treating it as delivered",
+			"op", "send", "webhookEventId", t.WebhookEventID)
+		return ViaReply, true, nil
+	}
+	if t.Ledger != nil && !earlier && !res.ambiguous && ctx.Err() == nil {
+		if cerr := t.Ledger.Clear(ctx); cerr != nil {
+			// The record stays: a retry will take a refused token as
+			// delivered. Pushing now still delivers this time.
+			c.log.WarnContext(ctx, "the record of a refused reply attempt was not cleared", "op", "send",
+				"webhookEventId", t.WebhookEventID, "error", cerr.Error())
+		}
+	}
+	if !errors.Is(err, ErrInvalidReplyToken) {
+		return ViaReply, true, err
+	}
+	return ViaReply, false, err
 }
 
 // Loading-animation limits: LINE accepts 5 to 60 seconds in steps of 5.

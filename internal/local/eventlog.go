@@ -127,6 +127,14 @@ func (l *eventLog) attempts(id string) []time.Time {
 
 func newEventLog(size int) *eventLog { return &eventLog{store: newRingStore(size)} }
 
+// has reports whether the log holds an entry for id.
+func (l *eventLog) has(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.store.get(id)
+	return ok
+}
+
 // update applies f to id's entry (a new one when absent) and stores it.
 func (l *eventLog) update(id string, f func(v *eventView)) {
 	l.mu.Lock()

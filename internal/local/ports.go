@@ -173,6 +173,13 @@ func (s tracedStore) Put(ctx context.Context, key string, v []byte, expected int
 	return n, err
 }
 
+func (s tracedStore) Delete(ctx context.Context, key string, expected int64) error {
+	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "DeleteItem", s.region)
+	err := s.next.Delete(ctx, key, expected)
+	span.End(nil) // a conflict is an answer, not a fault
+	return err
+}
+
 // acceptance is what one webhook request put on the bus, for its console
 // line: the events held (their worker lines wait for the webhook line) and
 // those the bus accepted.

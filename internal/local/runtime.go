@@ -112,6 +112,9 @@ type Config struct {
 	// durable (fsync'd) before the acknowledgement. Not with EndpointURL:
 	// the endpoint keeps its own state.
 	StateDir string
+	// StateOptions configure the state directory's store (tests: a commit
+	// hook).
+	StateOptions []localstate.Option
 }
 
 // TemplateParams is params plus the values linegate local gives the
@@ -262,7 +265,7 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 		log: telemetry.NewLogger(cfg.Logs), console: cs,
 	}
 	if cfg.StateDir != "" {
-		if r.state, err = openState(cfg.StateDir); err != nil {
+		if r.state, err = openState(cfg.StateDir, cfg.StateOptions...); err != nil {
 			r.Close()
 			return nil, err
 		}
@@ -543,7 +546,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
 		Store: store, Ops: r.ports.ops, Function: f.Name, Region: r.top.Region,
 		Queues: redriveAware{Queues: r.ports.queues, events: r.events, out: r.out, scale: r.delayScale()}, Silencer: r.silencer,
-		Observer: r.observeRecord, Options: r.cfg.WorkerOptions,
+		Observer: r.observeRecord, Options: append([]worker.Option{worker.WithCompletionContext(r.completionContext)}, r.cfg.WorkerOptions...),
 	}, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)

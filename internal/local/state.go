@@ -10,6 +10,7 @@ import (
 	"github.com/linegate/linegate/internal/awswire"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/localstate"
+	"github.com/linegate/linegate/internal/worker"
 )
 
 // The state directory (`linegate local --state DIR`): the in-memory cloud's
@@ -21,6 +22,16 @@ import (
 
 // bucketEvents holds the event log: one entry per webhookEventId.
 const bucketEvents = "local.events"
+
+// bucketOutcomes holds the final outcome (ok, held) of an event log entry,
+// written in the same transaction as the completion of the event's
+// idempotency claim (localstate.WithChanges, through the worker's
+// WithCompletionContext). The entry itself is journaled as it changes
+// without waiting; a crash between the completion and that write would
+// otherwise leave the entry queued on disk, and the event's next receive,
+// a duplicate, would show it as "duplicate" for good. At restore an
+// entry's recorded final outcome wins over a non-final one.
+const bucketOutcomes = "local.outcomes"
 
 // savedEvent is an event log entry as the journal keeps it: N is its
 // first-seen order, which the ring is rebuilt in.
@@ -37,23 +48,42 @@ type journaledStore struct {
 	order map[string]uint64 // each entry's first-seen order
 }
 
-// newJournaledStore restores the newest size entries j holds.
+// newJournaledStore restores the newest size entries j holds, in the order
+// they were first seen, with the final outcomes recorded at their
+// completion.
 func newJournaledStore(size int, j localstate.Journal) (*journaledStore, error) {
 	s := &journaledStore{ringStore: newRingStore(size), j: j, order: map[string]uint64{}}
 	var saved []savedEvent
 	if err := localstate.EachJSON(j, bucketEvents, func(_ string, e savedEvent) { saved = append(saved, e) }); err != nil {
 		return nil, fmt.Errorf("restore the event log: %w", err)
 	}
+	outcomes := map[string]string{}
+	if err := j.Each(bucketOutcomes, func(k, v []byte) error { outcomes[string(k)] = string(v); return nil }); err != nil {
+		return nil, fmt.Errorf("restore the event log's outcomes: %w", err)
+	}
 	slices.SortFunc(saved, func(a, b savedEvent) int { return cmp.Compare(a.N, b.N) })
 	for _, e := range saved {
+		if o, ok := outcomes[e.Event.WebhookEventID]; ok && final(o) && !final(e.Event.Outcome) {
+			e.Event.Outcome, e.Event.Error, e.Event.DeadLetterQueue = o, "", ""
+		}
 		s.order[e.Event.WebhookEventID] = e.N
 		s.n = max(s.n, e.N)
 		if _, evicted, ok := s.insert(e.Event); ok {
 			delete(s.order, evicted)
-			s.j.Append(localstate.Change{Bucket: bucketEvents, Key: evicted}) // a smaller ring than before
+			s.j.Append(forget(evicted)...) // a smaller ring than before
+		}
+	}
+	for id := range outcomes {
+		if _, ok := s.byID[id]; !ok {
+			s.j.Append(localstate.Change{Bucket: bucketOutcomes, Key: id}) // its entry is gone
 		}
 	}
 	return s, nil
+}
+
+// forget is the journal's changes that drop id's entry and outcome.
+func forget(id string) []localstate.Change {
+	return []localstate.Change{{Bucket: bucketEvents, Key: id}, {Bucket: bucketOutcomes, Key: id}}
 }
 
 func (s *journaledStore) put(v eventView) {
@@ -69,14 +99,25 @@ func (s *journaledStore) put(v eventView) {
 	changes := []localstate.Change{{Bucket: bucketEvents, Key: v.WebhookEventID, Value: b}}
 	if ok {
 		delete(s.order, evicted)
-		changes = append(changes, localstate.Change{Bucket: bucketEvents, Key: evicted})
+		changes = append(changes, forget(evicted)...)
 	}
 	s.j.Append(changes...)
 }
 
+// completionContext is the worker's WithCompletionContext under --state:
+// an event handled for good (ok, held) whose entry the log holds gets its
+// final outcome written with the completion of its claim, in one commit.
+func (r *Runtime) completionContext(ctx context.Context, res worker.Result) context.Context {
+	id := cmp.Or(res.WebhookEventID, res.MessageID)
+	if r.state == nil || !final(string(res.Outcome)) || !r.events.has(id) {
+		return ctx
+	}
+	return localstate.WithChanges(ctx, localstate.Change{Bucket: bucketOutcomes, Key: id, Value: []byte(res.Outcome)})
+}
+
 // openState opens the state directory of Config.StateDir.
-func openState(dir string) (*localstate.Store, error) {
-	st, err := localstate.Open(dir)
+func openState(dir string, opts ...localstate.Option) (*localstate.Store, error) {
+	st, err := localstate.Open(dir, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--state %s: %w", dir, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/idempotency/idempotencytest"
 	"github.com/linegate/linegate/internal/lineplatform"
 )
 
@@ -99,7 +100,10 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("redelivery: %+v %v", d, err)
 	}
 	waitEvent(t, rt, 10*time.Second, id, "the redelivery accepted", func(v eventView) bool { return v.Deliveries == 2 })
-	time.Sleep(500 * time.Millisecond)
+	// The chat's next message, handled: had the redelivery been queued, it
+	// would have been received before it (the chat queue is FIFO per chat).
+	after := deliver(t, p, p.Text(user, "hello after"))
+	waitEvent(t, rt, 10*time.Second, after, "the chat's next message handled", func(v eventView) bool { return v.Outcome == "ok" })
 	v, _ := event(t, rt, id)
 	if v.Outcome != "ok" || v.ReceiveCount != 1 {
 		t.Fatalf("after the redelivery: %+v, want ok and no second receive (deduplicated by SQS)", v)
@@ -148,4 +152,38 @@ func TestStartReleasesClaimsLeftByThePreviousRun(t *testing.T) {
 	if !strings.Contains(out.String(), "released 1 claim(s) left in progress by the previous run") {
 		t.Errorf("the console does not say a claim was released:\n%s", out.String())
 	}
+}
+
+// The record of a reply's attempt is kept in the idempotency table with
+// --state, and the start's release of claims left in progress leaves it:
+// after a crash, the retry of an event whose reply was attempted still
+// knows it. The table passes the attempts' contract as Lambda's does.
+func TestReplyAttemptsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{TimeScale: 30, StateDir: dir}
+	rt, _ := start(t, cfg)
+	ctx := context.Background()
+	const id = "01M8ATTEMPT0000000000000001"
+	sam := samWorkerStore(t, rt)
+	if err := sam.Claim(ctx, id, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := idempotency.NewAttempts(sam, 48*time.Hour).Begin(ctx, idempotency.ReplyKey(id)); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+
+	rt, _ = start(t, cfg)
+	sam = samWorkerStore(t, rt)
+	if err := sam.Claim(ctx, id, time.Minute); err != nil {
+		t.Fatalf("the claim left by the first run: %v, want it released at the start", err)
+	}
+	if err := idempotency.NewAttempts(sam, 48*time.Hour).Begin(ctx, idempotency.ReplyKey(id)); !errors.Is(err, idempotency.ErrAttempted) {
+		t.Fatalf("the reply's attempt after the restart: %v, want ErrAttempted", err)
+	}
+	db := dynamodb.NewFromConfig(aws.Config{Region: rt.Topology().Region, BaseEndpoint: aws.String(rt.URL()),
+		Credentials: credentials.NewStaticCredentialsProvider("defaultkey", "defaultsecret", "")})
+	idempotencytest.RunAttempts(t, func(_ *testing.T, clock *idempotencytest.Clock) idempotency.VersionedStore {
+		return idempotency.NewDynamoDB(db, rt.Topology().Tables[0].Name, idempotency.WithDynamoClock(clock.Now))
+	})
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/linegate/linegate/internal/botproc"
 	"github.com/linegate/linegate/internal/config"
-	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/testio"
@@ -27,11 +26,15 @@ import (
 
 // The test binary doubles as the bot process: with these variables set it
 // serves a bot that answers "<variant>: <text>" (the variant is what the
-// fake build wrote into the "binary"), and fails every "fail".
+// fake build wrote into the "binary"), fails every "fail", fails "permanent"
+// for good, exits on "crash" (the process dies mid-event), counts a chat's
+// messages in its session on "count", and runs a bot.Once step (recorded
+// in a file) before failing the first "once" of each event.
 const (
 	envSocket  = "WATCH_TEST_BOT_SOCKET"
 	envVariant = "WATCH_TEST_BOT_FILE"
-	envLINE    = "WATCH_TEST_BOT_LINE"
+	envParent  = "WATCH_TEST_BOT_PARENT"
+	envSteps   = "WATCH_TEST_BOT_STEPS"
 )
 
 func TestMain(m *testing.M) {
@@ -52,6 +55,45 @@ func serveTestBot(sock string) int {
 		return e.ReplyText(ctx, string(variant)+": "+text)
 	})
 	r.OnText("fail", func(context.Context, *bot.Event, string) error { return errors.New("fails on purpose") })
+	r.OnText("permanent", func(context.Context, *bot.Event, string) error {
+		return bot.Permanent(errors.New("can never succeed, on purpose"))
+	})
+	r.OnText("crash", func(context.Context, *bot.Event, string) error {
+		os.Exit(3) // the bot process dies in the middle of the event
+		return nil
+	})
+	r.OnText("count", func(ctx context.Context, e *bot.Event, text string) error {
+		var st struct{ N int }
+		s, err := e.Session(ctx, &st)
+		if err != nil {
+			return err
+		}
+		st.N++
+		if err := s.Save(ctx, st); err != nil {
+			return err
+		}
+		return e.ReplyText(ctx, fmt.Sprintf("count %d", st.N))
+	})
+	r.OnText("once", func(ctx context.Context, e *bot.Event, text string) error {
+		steps := os.Getenv(envSteps)
+		if _, err := bot.Once(ctx, e, "side effect", func(context.Context) (string, error) {
+			f, err := os.OpenFile(steps, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				return "", err
+			}
+			defer f.Close()
+			_, err = fmt.Fprintln(f, e.WebhookEventID)
+			return "done", err
+		}); err != nil {
+			return err
+		}
+		flag := steps + "." + e.WebhookEventID
+		if _, err := os.Stat(flag); err != nil {
+			_ = os.WriteFile(flag, nil, 0o600)
+			return errors.New("fails once after its step, on purpose")
+		}
+		return e.ReplyText(ctx, "once: "+text)
+	})
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,8 +102,7 @@ func serveTestBot(sock string) int {
 	_ = os.WriteFile(sock+".pid", []byte(fmt.Sprint(os.Getpid())), 0o600)
 	ctx, stop := signalContext()
 	defer stop()
-	base := os.Getenv(envLINE)
-	err = botproc.Serve(ctx, ln, r, func() bot.Messenger { return lineapi.New(local.DefaultToken, lineapi.WithBaseURL(base)) }, 5*time.Second)
+	err = botproc.Serve(ctx, ln, r, botproc.Socket(os.Getenv(envParent)), 5*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -91,7 +132,7 @@ func TestWatchSwapsTheBotAndKeepsState(t *testing.T) {
 	variant := "v1"
 	setVariant := func(v string) { mu.Lock(); variant = v; mu.Unlock() }
 
-	client := &botproc.Client{}
+	client := newClient(t)
 	console := &syncBuffer{}
 	rt, err := local.Start(context.Background(), local.Config{
 		Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 120, Params: map[string]string{"MaxReceiveCount": "2"},
@@ -120,7 +161,7 @@ func TestWatchSwapsTheBotAndKeepsState(t *testing.T) {
 			},
 			Command: func(bin, socket string) *exec.Cmd {
 				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), envSocket+"="+socket, envVariant+"="+bin, envLINE+"="+rt.URL())
+				cmd.Env = append(os.Environ(), envSocket+"="+socket, envVariant+"="+bin, envParent+"="+client.Socket())
 				cmd.Stderr = os.Stderr
 				pidMu.Lock()
 				pids = append(pids, socket+".pid")
@@ -207,8 +248,7 @@ func TestWatchSwapsTheBotAndKeepsState(t *testing.T) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	waitFor("the restart", consoleSays("the bot process exited"))
-	waitFor("the bot back", func() bool { pidMu.Lock(); defer pidMu.Unlock(); return len(pids) == 3 })
-	time.Sleep(200 * time.Millisecond)
+	// Said while the bot is down or starting: it waits for the bot.
 	say("back?")
 	waitFor("the restarted bot's answer", replied("v2: back?"))
 }
@@ -273,4 +313,162 @@ func TestScan(t *testing.T) {
 
 func signalContext() (context.Context, context.CancelFunc) {
 	return signalNotify(context.Background())
+}
+
+// newClient is the parent's botproc.Client, its socket in a fresh
+// directory.
+func newClient(t *testing.T) *botproc.Client {
+	t.Helper()
+	c, err := botproc.NewClient(filepath.Join(t.TempDir(), "p.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Under --watch a handler fails as it would in one process: a
+// bot.Permanent error is dead-lettered on its first receive (not retried
+// five times); bot.Once and the chat's session work in the bot process
+// (they live in the parent's table: a step that ran before a failure does
+// not run again, the session carries over); and a message that kills the
+// bot process takes only itself to the DLQ — five other chats that write
+// while the bot is being started again wait for it and are answered, each
+// once.
+func TestWatchKeepsFailureSemantics(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "bot.go"), []byte("package bot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := filepath.Join(t.TempDir(), "steps")
+	client := newClient(t)
+	console := &syncBuffer{}
+	rt, err := local.Start(context.Background(), local.Config{
+		Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 120,
+		Getenv: func(string) string { return "" }, Out: console,
+		Bot: func(config.Worker) *bot.Router { return client.Router() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			Root: root, Dir: t.TempDir(), Out: console, Client: client, Poll: time.Hour, Grace: 5 * time.Second,
+			Build: func(_ context.Context, out string) ([]byte, error) {
+				return nil, os.WriteFile(out, []byte("v1"), 0o600)
+			},
+			Command: func(bin, socket string) *exec.Cmd {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), envSocket+"="+socket, envVariant+"="+bin, envParent+"="+client.Socket(), envSteps+"="+steps)
+				cmd.Stderr = os.Stderr
+				return cmd
+			},
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if t.Failed() || testing.Verbose() {
+			t.Logf("console:\n%s", console.String())
+		}
+	}()
+	lp := lineplatform.New(rt.WebhookURL(), []byte(local.DefaultSecret))
+	say := func(user, text string) string {
+		t.Helper()
+		d, err := lp.Deliver(context.Background(), lp.Text(user, text))
+		if err != nil || !d.Delivered {
+			t.Fatalf("delivery: %+v %v", d, err)
+		}
+		return d.WebhookEventIDs[0]
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; events %+v", what, rt.Events())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	answers := func(user, text string) int {
+		n := 0
+		for _, m := range rt.LINE().Messages() {
+			if m.To == user && strings.Contains(string(m.Messages[0]), `"`+text+`"`) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor("the bot", func() bool { return strings.Contains(console.String(), "bot built and running") })
+
+	// Permanent: the DLQ on the first receive.
+	perm := say("U7000000000000000000000000000000a", "permanent")
+	waitFor("the permanent failure dead-lettered", func() bool { return eventOf(rt, perm).Outcome == "dead-lettered" })
+	if e := eventOf(rt, perm); e.ReceiveCount != 1 {
+		t.Fatalf("a bot.Permanent failure under --watch: %+v, want dead-lettered on its first receive", e)
+	}
+
+	// The session and bot.Once, in the bot process.
+	const counter = "U7000000000000000000000000000000b"
+	say(counter, "count")
+	waitFor("count 1", func() bool { return answers(counter, "count 1") == 1 })
+	say(counter, "count")
+	waitFor("count 2", func() bool { return answers(counter, "count 2") == 1 })
+	const oncer = "U7000000000000000000000000000000c"
+	onceID := say(oncer, "once")
+	waitFor("the retried step's answer", func() bool { return answers(oncer, "once: once") == 1 })
+	if b, err := os.ReadFile(steps); err != nil || strings.Count(string(b), onceID) != 1 {
+		t.Fatalf("the step ran %d times for %s (%v), want once: its result was kept across the retry", strings.Count(string(b), onceID), onceID, err)
+	}
+	if e := eventOf(rt, onceID); e.Outcome != "ok" || e.ReceiveCount != 2 {
+		t.Fatalf("the once event: %+v, want ok after two receives", e)
+	}
+
+	// A message that kills the bot process, and five chats writing while
+	// it is started again.
+	exits := strings.Count(console.String(), "the bot process exited")
+	crash := say("U7000000000000000000000000000000d", "crash")
+	waitFor("the bot's death", func() bool { return strings.Count(console.String(), "the bot process exited") > exits })
+	var others []string
+	for i := range 5 {
+		others = append(others, say(fmt.Sprintf("U70000000000000000000000000000e%d", i), fmt.Sprintf("hello %d", i)))
+	}
+	waitFor("the crashing message dead-lettered", func() bool { return eventOf(rt, crash).Outcome == "dead-lettered" })
+	for i, id := range others {
+		user := fmt.Sprintf("U70000000000000000000000000000e%d", i)
+		waitFor("the answer to "+user, func() bool { return eventOf(rt, id).Outcome == "ok" })
+		if n := answers(user, fmt.Sprintf("v1: hello %d", i)); n != 1 {
+			t.Errorf("%s answered %d times, want once", user, n)
+		}
+	}
+	if e := eventOf(rt, crash); e.ReceiveCount != 5 {
+		t.Errorf("the crashing message: %+v, want dead-lettered after its five receives", e)
+	}
+
+	// The same, all in one webhook body: the five are in flight beside the
+	// crashing message when it kills the bot. Each is then run alone (it
+	// might have been the one) and answered; only the crashing message
+	// keeps killing the bot, and goes to the DLQ alone.
+	evs := []json.RawMessage{lp.Text("U7000000000000000000000000000000f", "crash")}
+	for i := range 5 {
+		evs = append(evs, lp.Text(fmt.Sprintf("U70000000000000000000000000000f%d", i), fmt.Sprintf("together %d", i)))
+	}
+	d, err := lp.Deliver(context.Background(), evs...)
+	if err != nil || !d.Delivered {
+		t.Fatalf("delivery: %+v %v", d, err)
+	}
+	waitFor("the crashing message dead-lettered", func() bool { return eventOf(rt, d.WebhookEventIDs[0]).Outcome == "dead-lettered" })
+	for i, id := range d.WebhookEventIDs[1:] {
+		user := fmt.Sprintf("U70000000000000000000000000000f%d", i)
+		waitFor("the answer to "+user, func() bool { return eventOf(rt, id).Outcome == "ok" })
+		if n := answers(user, fmt.Sprintf("v1: together %d", i)); n != 1 {
+			t.Errorf("%s answered %d times, want once", user, n)
+		}
+	}
 }

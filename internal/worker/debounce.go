@@ -477,7 +477,10 @@ func (c debounceConfig) events(batch []buffered) ([]*bot.Event, error) {
 			return nil, fmt.Errorf("debounced event %s: %w", b.ID, err)
 		}
 		if c.newMessenger != nil {
-			ev.Bind(c.newMessenger())
+			// The reply ledger guards a batch's answer as it guards any
+			// record's: a reply that may have reached LINE is never
+			// followed by a push of the same answer.
+			ev.Bind(withLedger(c.newMessenger(), c.store, idempotency.Key(ev.WebhookEventID, ev.Raw), c.keepFor))
 		}
 		out[i] = ev
 	}

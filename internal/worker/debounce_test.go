@@ -531,8 +531,11 @@ func TestDebounceStoreFailures(t *testing.T) {
 		{name: "the flush cannot seal", fault: func(op string, n int) error {
 			return when(op == "put" && n == 2, down)
 		}, wantAppend: "debounced", wantFlush: "failed", wantBatches: "[]"},
-		{name: "the batch cannot be recorded done", fault: func(op string, n int) error {
+		{name: "the reply's attempt cannot be recorded", fault: func(op string, n int) error {
 			return when(op == "put" && n == 3, down)
+		}, wantAppend: "debounced", wantFlush: "failed", wantBatches: "[[ask x]]"},
+		{name: "the batch cannot be recorded done", fault: func(op string, n int) error {
+			return when(op == "put" && n == 4, down)
 		}, wantAppend: "debounced", wantFlush: "ok", wantBatches: "[[ask x]]"},
 		{name: "the buffer does not decode", fault: func(op string, n int) error {
 			return when(op == "get" && n == 2, errCorrupt)

@@ -13,15 +13,16 @@ import (
 // have learnt of it so far, and the Result being built. Each field is set by
 // one step and read by the steps inside it.
 type record struct {
-	msg      events.SQSMessage
-	detail   envelope.Detail // set by decode
-	head     bot.Head        // set by decode: enough to deduplicate
-	reader   bot.Reader      // decode's reading of the event, which parse builds it from
-	event    *bot.Event      // set by parse, after the claim
-	panicked *panicked       // set by recoverPanics when the handler panicked
-	long     bool            // set by process: the record came from the long-work queue
-	flush    *flushSpec      // set by decode: the record is a debounce flush
-	result   Result
+	msg       events.SQSMessage
+	detail    envelope.Detail // set by decode
+	head      bot.Head        // set by decode: enough to deduplicate
+	reader    bot.Reader      // decode's reading of the event, which parse builds it from
+	event     *bot.Event      // set by parse, after the claim
+	messenger bot.Messenger   // set by parse: the event's LINE client (nil: none)
+	panicked  *panicked       // set by recoverPanics when the handler panicked
+	long      bool            // set by process: the record came from the long-work queue
+	flush     *flushSpec      // set by decode: the record is a debounce flush
+	result    Result
 }
 
 // panicked is a recovered handler panic: its value and the stack taken where
@@ -109,8 +110,8 @@ func (p *Processor) pipeline() []middleware {
 		account(p.metrics, p.log, p.observe, p.now),
 		settleFailure(p.queues, p.retry, p.log),
 		decode(p.eventContext),
-		idempotent(p.store, p.inProgressFor, p.keepFor, p.log),
-		parse(p.newMessenger),
+		idempotent(p.store, p.inProgressFor, p.keepFor, p.log, p.completing),
+		parse(p.newMessenger, p.state, p.keepFor),
 		latestEdit(p.state, p.keepFor, p.log),
 		debounce(debounceConfig{router: p.debounced, store: p.state, queues: p.queues, longURL: p.longURL,
 			newMessenger: p.newMessenger, inProgressFor: p.inProgressFor, keepFor: p.keepFor, now: p.now, sleep: p.sleep, log: p.log}),

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,10 +126,12 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 		return func(ctx context.Context, r *record) error {
 			detail, err := envelope.DecodeRecord(r.msg.Body, &r.reader)
 			if err != nil {
+				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
 			}
 			h, err := r.reader.Head()
 			if err != nil {
+				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
 			}
 			r.detail, r.head = detail, h
@@ -144,6 +147,24 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 	}
 }
 
+// salvageEventID is the webhookEventId of a record that cannot be decoded,
+// read leniently (only that field of the envelope's event, the rest
+// ignored), or "": so the dead letter's Result, log line and the local
+// event log name the event LINE sent rather than only the SQS message.
+func salvageEventID(body string) string {
+	var b struct {
+		Detail struct {
+			Event struct {
+				WebhookEventID string `json:"webhookEventId"`
+			} `json:"event"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal([]byte(body), &b) != nil {
+		return ""
+	}
+	return b.Detail.Event.WebhookEventID
+}
+
 // idempotent gives the event's effect once-only semantics: it claims the
 // event's key for inProgressFor before the steps after it run. An event
 // already completed is acknowledged as OutcomeDuplicate without running
@@ -152,8 +173,10 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 // released so the retry can run; when they succeed, the key is marked
 // completed for keepFor. A failed release or completion is logged and does
 // not change the outcome: the claim then simply expires, and a completion
-// failing after the effect must not run the effect again.
-func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, log *slog.Logger) middleware {
+// failing after the effect must not run the effect again. completing (nil:
+// none) gives the context the completion is written with, told the
+// record's Result as it will be reported (WithCompletionContext).
+func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, log *slog.Logger, completing func(context.Context, Result) context.Context) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			if r.head.Type == "" {
@@ -184,7 +207,15 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 				}
 				return err
 			}
-			if err := store.Complete(context.WithoutCancel(ctx), key, keepFor); err != nil {
+			cctx := context.WithoutCancel(ctx)
+			if completing != nil {
+				res := r.result
+				if res.Outcome == "" {
+					res.Outcome = OutcomeOK
+				}
+				cctx = completing(cctx, res)
+			}
+			if err := store.Complete(cctx, key, keepFor); err != nil {
 				log.ErrorContext(ctx, "mark completed", "webhookEventId", id, "error", err.Error())
 			}
 			return nil
@@ -198,10 +229,12 @@ const longKeySuffix = "#long"
 
 // parse builds the full event, with the SDK's typed event, from what decode
 // read (the SDK decodes it when decode could not: bot.Reader), and binds it
-// to a new LINE client from newMessenger (when set), one per record. An
-// event the SDK cannot decode fails the record (bot.ErrEvent) and gets no
-// client.
-func parse(newMessenger func() bot.Messenger) middleware {
+// to a new LINE client from newMessenger (when set), one per record. With a
+// state store the client records the event's reply attempt in it before
+// the reply (withLedger), so a retry never pushes what a reply may have
+// delivered. An event the SDK cannot decode fails the record (bot.ErrEvent)
+// and gets no client.
+func parse(newMessenger func() bot.Messenger, state StateStore, keepFor time.Duration) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			ev, err := r.reader.Event(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
@@ -209,7 +242,8 @@ func parse(newMessenger func() bot.Messenger) middleware {
 				return err
 			}
 			if newMessenger != nil {
-				ev.Bind(newMessenger())
+				r.messenger = withLedger(newMessenger(), state, idempotency.Key(ev.WebhookEventID, ev.Raw), keepFor)
+				ev.Bind(r.messenger)
 			}
 			r.event = ev
 			return next(ctx, r)

@@ -265,6 +265,7 @@ func TestDecodeStep(t *testing.T) {
 		wantErr  error
 		wantHead bot.Head
 		wantCtx  string // the event id the steps after decode see in their context
+		wantID   string // the webhookEventId in the Result of a record that failed
 	}{
 		{name: "event", body: good.Body, withCtx: true, wantHead: bot.Head{Type: "message", WebhookEventID: "01DE", SourceType: bot.SourceUser}, wantCtx: "01DE"},
 		{name: "no event context", body: good.Body, wantHead: bot.Head{Type: "message", WebhookEventID: "01DE", SourceType: bot.SourceUser}},
@@ -272,7 +273,10 @@ func TestDecodeStep(t *testing.T) {
 			withCtx: true, wantHead: bot.Head{Type: "follow", SourceType: bot.SourceGroup}},
 		{name: "not json", body: "not json", withCtx: true, wantErr: envelope.ErrMalformed},
 		{name: "no detail", body: `{"version":"0","detail-type":"message"}`, withCtx: true, wantErr: envelope.ErrMalformed},
-		{name: "event without a type", body: message("m1", 1, json.RawMessage(`{"webhookEventId":"x"}`)).Body, withCtx: true, wantErr: bot.ErrEvent},
+		{name: "event without a type", body: message("m1", 1, json.RawMessage(`{"webhookEventId":"x"}`)).Body, withCtx: true, wantErr: bot.ErrEvent, wantID: "x"},
+		{name: "event with a bad source", body: message("m1", 1, json.RawMessage(`{"type":"message","webhookEventId":"01BAD","source":5}`)).Body,
+			withCtx: true, wantErr: bot.ErrEvent, wantID: "01BAD"},
+		{name: "event not an object", body: message("m1", 1, json.RawMessage(`[1]`)).Body, withCtx: true, wantErr: envelope.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +294,9 @@ func TestDecodeStep(t *testing.T) {
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || next.calls != 0 || r.result.Type != "" {
 					t.Fatalf("err %v, next ran %d times, type %q; want %v and nothing run", err, next.calls, r.result.Type, tt.wantErr)
+				}
+				if r.result.WebhookEventID != tt.wantID {
+					t.Fatalf("webhookEventId of the failed record %q, want %q (salvaged when there is one)", r.result.WebhookEventID, tt.wantID)
 				}
 				return
 			}
@@ -360,7 +367,7 @@ func TestIdempotentStep(t *testing.T) {
 			}
 			var logs bytes.Buffer
 			next := &nextStep{do: returns(tt.next)}
-			err := idempotent(&store, 30*time.Second, 72*time.Hour, jsonLogger(&logs))(next.handler)(context.Background(), r)
+			err := idempotent(&store, 30*time.Second, 72*time.Hour, jsonLogger(&logs), nil)(next.handler)(context.Background(), r)
 
 			if !is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
@@ -420,7 +427,7 @@ func TestParseStep(t *testing.T) {
 				loadingErr = r.event.ShowLoading(ctx, 5)
 				return nil
 			}}
-			err := parse(newMessenger)(next.handler)(context.Background(), r)
+			err := parse(newMessenger, nil, 0)(next.handler)(context.Background(), r)
 
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || next.calls != 0 || len(made) != 0 || r.event != nil {

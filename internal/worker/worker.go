@@ -148,6 +148,7 @@ type Processor struct {
 	log           *slog.Logger
 	metrics       telemetry.Recorder
 	observe       func(Result)
+	completing    func(ctx context.Context, res Result) context.Context
 	startSpan     StartSpan
 	traceID       func(ctx context.Context) string
 	eventContext  func(ctx context.Context, id string) context.Context
@@ -228,6 +229,16 @@ func WithMetrics(r telemetry.Recorder) Option { return func(p *Processor) { p.me
 
 // WithObserver is called once per record with its result.
 func WithObserver(f func(Result)) Option { return func(p *Processor) { p.observe = f } }
+
+// WithCompletionContext sets f, which gives the context the completion of
+// a handled record's claim is written with: res is the record's Result as
+// it will be reported (Outcome ok, held or forwarded). linegate local (with
+// --state) puts the event log's final outcome in it, so that outcome is
+// written in the same transaction as the completion and a crash cannot
+// leave one without the other.
+func WithCompletionContext(f func(ctx context.Context, res Result) context.Context) Option {
+	return func(p *Processor) { p.completing = f }
+}
 
 // WithTracing starts a span per record and reads the current trace id for
 // logs and crash reports.
