@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/internal/crash"
-	"github.com/linegate/linegate/internal/idempotency"
 )
 
 // The paging ledger: what makes the operator hear of every failure once.
@@ -39,12 +38,19 @@ import (
 // pages as if it had none (fail open): a second card is better than none.
 // docs/adr/0005-every-failure-pages.md has the reasoning.
 
-// ledgerStore is where the ledger is kept (idempotency.DynamoDB or
-// Memory: a VersionedStore).
-type ledgerStore interface {
-	Get(ctx context.Context, key string) (idempotency.Versioned, error)
+// LedgerStore is where the ledger is kept: one versioned value under
+// optimistic concurrency (the idempotency table's VersionedStore, adapted
+// by internal/compose/notifierfn). Get returns the value and its version
+// (0: none); Put writes value when the live version is still expected,
+// kept for keepFor, and fails wrapping ErrLedgerConflict otherwise.
+type LedgerStore interface {
+	Get(ctx context.Context, key string) (value []byte, version int64, err error)
 	Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error)
 }
+
+// ErrLedgerConflict is what a LedgerStore's Put wraps when someone else
+// wrote the ledger since it was read.
+var ErrLedgerConflict = errors.New("alert: the paging ledger was written since it was read")
 
 // DefaultWindow is the coalescing window: one card per ledger key per
 // window, the rest in a digest at its end.
@@ -185,7 +191,7 @@ func (s *sample) message() (opsMessage, error) {
 
 // ledger reads and writes the ledger for one notifier.
 type ledger struct {
-	store  ledgerStore
+	store  LedgerStore
 	window time.Duration
 	now    func() time.Time
 }
@@ -198,13 +204,13 @@ var errLedgerBusy = errors.New("alert: the paging ledger kept changing")
 // depend on the state it is given.
 func (l *ledger) update(ctx context.Context, change func(st *ledgerState) error) error {
 	for range ledgerTries {
-		v, err := l.store.Get(ctx, ledgerItem)
+		value, version, err := l.store.Get(ctx, ledgerItem)
 		if err != nil {
 			return fmt.Errorf("alert: read the paging ledger: %w", err)
 		}
 		st := &ledgerState{}
-		if len(v.Value) > 0 {
-			if err := json.Unmarshal(v.Value, st); err != nil {
+		if len(value) > 0 {
+			if err := json.Unmarshal(value, st); err != nil {
 				st = &ledgerState{} // unreadable: start over rather than never page again
 			}
 		}
@@ -222,8 +228,8 @@ func (l *ledger) update(ctx context.Context, change func(st *ledgerState) error)
 			return fmt.Errorf("alert: encode the paging ledger: %w", err)
 		}
 		// Kept a day past any window: the ledger outlives a quiet night.
-		_, err = l.store.Put(ctx, ledgerItem, b, v.Version, max(24*time.Hour, 4*l.window))
-		if errors.Is(err, idempotency.ErrConflict) {
+		_, err = l.store.Put(ctx, ledgerItem, b, version, max(24*time.Hour, 4*l.window))
+		if errors.Is(err, ErrLedgerConflict) {
 			continue
 		}
 		if err != nil {

@@ -66,7 +66,11 @@ type ledgerFixture struct {
 func newLedgerFixture(t *testing.T, store *idempotency.Memory, clk *testclock.Clock, opts ...Option) *ledgerFixture {
 	t.Helper()
 	f := &ledgerFixture{t: t, clk: clk, store: store, depths: &fakeDepths{depth: map[string]int{}}, metrics: &testmetrics.Recorder{}}
-	base := []Option{WithClock(clk.Now), WithLedger(store, 15*time.Minute), WithMetrics(f.metrics),
+	var ledgerOpt Option = func(*Notifier) {}
+	if store != nil {
+		ledgerOpt = WithLedger(memLedger{store}, 15*time.Minute)
+	}
+	base := []Option{WithClock(clk.Now), ledgerOpt, WithMetrics(f.metrics),
 		WithSweep(f.depths, []string{"https://sqs.ap-northeast-1.amazonaws.com/123456789012/linegate-InteractiveDLQ.fifo"}, 2*time.Minute)}
 	f.n, f.p, _ = newTestNotifier(t, []string{opUser}, append(base, opts...)...)
 	return f
@@ -332,7 +336,7 @@ func TestLedgerUnavailablePagesAnyway(t *testing.T) {
 func TestLedgerConflictIsRetried(t *testing.T) {
 	clk := testclock.New(burstStart)
 	mem := idempotency.NewMemory(idempotency.WithClock(clockNow(clk)))
-	racing := &racingStore{Memory: mem}
+	racing := &racingStore{memLedger: memLedger{mem}}
 	f := newLedgerFixture(t, nil, clk, WithLedger(racing, 15*time.Minute))
 	racing.before = func() { // another notifier pages the same DLQ first
 		other := newLedgerFixture(t, mem, clk)
@@ -414,7 +418,7 @@ func TestSweepDepthFailure(t *testing.T) {
 // has, and pages (unsuppressed) what it cannot remember.
 func TestLedgerIsBounded(t *testing.T) {
 	clk := testclock.New(burstStart)
-	store := &sizeStore{Memory: idempotency.NewMemory(idempotency.WithClock(clockNow(clk)))}
+	store := &sizeStore{memLedger: memLedger{idempotency.NewMemory(idempotency.WithClock(clockNow(clk)))}}
 	f := newLedgerFixture(t, nil, clk, WithLedger(store, 15*time.Minute))
 	for site := range 3 * maxLedgerKeys {
 		f.handle(crashes(t, 2, site, clk.Now(), fmt.Sprintf("s%03d", site))...)
@@ -432,16 +436,33 @@ func clockNow(c *testclock.Clock) func() time.Time { return c.Now }
 
 type brokenStore struct{}
 
-func (brokenStore) Get(context.Context, string) (idempotency.Versioned, error) {
-	return idempotency.Versioned{}, errors.New("ProvisionedThroughputExceededException")
+func (brokenStore) Get(context.Context, string) ([]byte, int64, error) {
+	return nil, 0, errors.New("ProvisionedThroughputExceededException")
 }
 func (brokenStore) Put(context.Context, string, []byte, int64, time.Duration) (int64, error) {
 	return 0, errors.New("ProvisionedThroughputExceededException")
 }
 
+// memLedger is the ledger in a memory store, as notifierfn adapts the
+// idempotency table.
+type memLedger struct{ m *idempotency.Memory }
+
+func (l memLedger) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	v, err := l.m.Get(ctx, key)
+	return v.Value, v.Version, err
+}
+
+func (l memLedger) Put(ctx context.Context, key string, value []byte, expected int64, keepFor time.Duration) (int64, error) {
+	v, err := l.m.Put(ctx, key, value, expected, keepFor)
+	if errors.Is(err, idempotency.ErrConflict) {
+		err = fmt.Errorf("%w: %w", ErrLedgerConflict, err)
+	}
+	return v, err
+}
+
 // racingStore runs before once, between the first read and its write.
 type racingStore struct {
-	*idempotency.Memory
+	memLedger
 	before    func()
 	conflicts int
 }
@@ -451,15 +472,15 @@ func (r *racingStore) Put(ctx context.Context, key string, value []byte, expecte
 		r.before()
 		r.before = nil
 	}
-	v, err := r.Memory.Put(ctx, key, value, expected, keepFor)
-	if errors.Is(err, idempotency.ErrConflict) {
+	v, err := r.memLedger.Put(ctx, key, value, expected, keepFor)
+	if errors.Is(err, ErrLedgerConflict) {
 		r.conflicts++
 	}
 	return v, err
 }
 
 type sizeStore struct {
-	*idempotency.Memory
+	memLedger
 	largest int
 }
 
@@ -469,5 +490,5 @@ func (s *sizeStore) Put(ctx context.Context, key string, value []byte, expected 
 	if err := json.Unmarshal(value, &st); err != nil {
 		return 0, err
 	}
-	return s.Memory.Put(ctx, key, value, expected, keepFor)
+	return s.memLedger.Put(ctx, key, value, expected, keepFor)
 }

@@ -111,7 +111,7 @@ type Notifier struct {
 // WithLedger keeps the paging ledger in store (the idempotency table):
 // one card per ledger key and window, the rest held for the digest that
 // Sweep sends once the window has passed (window <= 0: DefaultWindow).
-func WithLedger(store ledgerStore, window time.Duration) Option {
+func WithLedger(store LedgerStore, window time.Duration) Option {
 	return func(n *Notifier) {
 		if store == nil {
 			return

@@ -615,7 +615,7 @@ func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, 
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	n, err := notifierfn.New(ctx, cfg, r.top.Region, c)
+	n, err := notifierfn.New(ctx, cfg, r.top.Region, notifierfn.Deps{}, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
