@@ -147,7 +147,16 @@ func (n *Notifier) withCount(c card, g *group) card {
 	if g == nil || (g.count < 2 && g.since.IsZero()) {
 		return c
 	}
-	times := "×" + strconv.Itoa(g.count)
+	// The badge counts what the card is about: crashes on a crash card,
+	// dead letters on a dead-letter card (the Count row says both).
+	shown := g.count
+	switch {
+	case g.msg.crash != nil && g.crashes > 0:
+		shown = g.crashes
+	case (g.msg.deadLetter != nil || g.msg.unannounced != nil) && g.crashes == 0 && g.deadLetters > 0:
+		shown = g.deadLetters
+	}
+	times := "×" + strconv.Itoa(shown)
 	c.alt = truncateUTF16(strings.Replace(c.alt, "["+c.badge+"]", "["+c.badge+" "+times+"]", 1), MaxAltText)
 	c.badge += " " + times
 	var what string

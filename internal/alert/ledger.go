@@ -97,10 +97,12 @@ type keyState struct {
 }
 
 // dlqState is what the sweep knows of one DLQ: the dead letters it
-// believes announced, and since when its depth disagrees.
+// believes announced, since when its depth has been above that (and the
+// depth it saw then), or below.
 type dlqState struct {
 	Expected     int       `json:"expected"`
 	SurplusSince time.Time `json:"surplusSince,omitzero"`
+	SurplusDepth int       `json:"surplusDepth,omitempty"`
 	DeficitSince time.Time `json:"deficitSince,omitzero"`
 }
 
@@ -322,6 +324,13 @@ func (l *ledger) decide(st *ledgerState, g *group, now time.Time) (verdict, *adm
 			cp := *k
 			prev = &cp
 			g.carry(k)
+			if g.crashes > 0 && g.msg.crash == nil && k.Sample != nil && k.Sample.Kind == "crash" {
+				// Dead letters carrying crashes held in the window: the
+				// card is the crash's, with both counts.
+				if m, err := k.Sample.message(); err == nil {
+					g.msg = m
+				}
+			}
 		}
 		st.Keys[g.key] = &keyState{LastCard: now, Cards: 1, State: alarmState(g.msg)}
 		return pageNow, &admitted{g: g, prev: prev, now: now}

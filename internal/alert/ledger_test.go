@@ -492,3 +492,43 @@ func (s *sizeStore) Put(ctx context.Context, key string, value []byte, expected 
 	}
 	return s.memLedger.Put(ctx, key, value, expected, keepFor)
 }
+
+// While dead letters keep coming, the depth is always a notice or two
+// ahead of the notices: a surplus that moves on is no unannounced dead
+// letter.
+func TestSweepIgnoresAStreamOfLateNotices(t *testing.T) {
+	clk := testclock.New(burstStart)
+	f := newLedgerFixture(t, idempotency.NewMemory(idempotency.WithClock(clockNow(clk))), clk)
+	for i := range 30 {
+		f.depths.set(dlq, i+1) // in the queue a moment before its notice
+		f.sweep()
+		clk.Advance(30 * time.Second)
+		f.handle(deadLetters(t, 1, dlq, "sig", clk.Now(), fmt.Sprintf("s%02d", i))...)
+		clk.Advance(30 * time.Second)
+	}
+	if r := f.sweep(); r.Unannounced != 0 || f.metrics.Total(MetricUnannounced) != 0 {
+		t.Fatalf("%v unannounced dead letters for a stream of late notices", f.metrics.Total(MetricUnannounced))
+	}
+}
+
+// When the window has passed and a crashed event's dead letter arrives
+// before the sweep, the card it carries is the crash's, with the crashes
+// held and the dead letter counted.
+func TestDeadLetterAfterTheWindowCarriesTheCrashCard(t *testing.T) {
+	clk := testclock.New(burstStart)
+	f := newLedgerFixture(t, idempotency.NewMemory(idempotency.WithClock(clockNow(clk))), clk)
+	c := crashes(t, 3, 0, clk.Now(), "w")
+	sig := mustParse(t, c[0]).crash.Signature()
+	f.handle(c[0])
+	f.handle(c[1:]...)
+	clk.Advance(16 * time.Minute)
+	f.handle(deadLetters(t, 1, dlq, sig, clk.Now(), "w")...)
+	alts := f.alts()
+	if len(alts) != 2 || !strings.HasPrefix(alts[1], "[CRASH ×2]") {
+		t.Fatalf("cards %q, want the crash card carrying the 2 held crashes and the dead letter", alts)
+	}
+	all := strings.Join(texts(messagesOf(t, f.p.to(opUser)[1])[0]["contents"]), "\n")
+	if !strings.Contains(all, "2 crashes, 1 dead-lettered") {
+		t.Fatalf("card:\n%s", all)
+	}
+}

@@ -122,38 +122,50 @@ func (n *Notifier) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// account compares a DLQ's depth with the dead letters announced: a
-// surplus that lasts the grace becomes an unannounced finding (returned),
-// a deficit that lasts the grace (messages redriven, purged or expired)
-// lowers what is expected.
+// account compares a DLQ's depth with the dead letters announced. The
+// messages counted in the depth when it first rose above the announced
+// ones must have their notices within the grace (notices keep coming while
+// dead letters do, so a surplus of the moment proves nothing): those that
+// still have none then become an unannounced finding (returned). A deficit
+// that lasts the grace (messages redriven, purged or expired) lowers what
+// is expected.
 func (n *Notifier) account(st *ledgerState, name string, depth int, now time.Time) *group {
 	s := st.dlq(name)
 	switch {
 	case depth > s.Expected:
 		s.DeficitSince = time.Time{}
 		if s.SurplusSince.IsZero() {
-			s.SurplusSince = now
+			s.SurplusSince, s.SurplusDepth = now, depth
 			return nil
 		}
 		if now.Sub(s.SurplusSince) < n.grace {
 			return nil
 		}
-		u := &unannounced{Queue: name, Count: depth - s.Expected, Depth: depth}
-		id := fmt.Sprintf("unannounced:%s:%d:%d", name, s.Expected, s.SurplusSince.UnixNano())
-		s.Expected, s.SurplusSince = depth, time.Time{}
+		missing := s.SurplusDepth - s.Expected
+		since := s.SurplusSince
+		s.SurplusSince, s.SurplusDepth = now, depth // what is above now is watched anew
+		if missing <= 0 {
+			return nil
+		}
+		u := &unannounced{Queue: name, Count: missing, Depth: depth}
+		id := fmt.Sprintf("unannounced:%s:%d:%d", name, s.Expected, since.UnixNano())
+		s.Expected += missing
+		if s.Expected >= depth {
+			s.SurplusSince, s.SurplusDepth = time.Time{}, 0
+		}
 		m := opsMessage{id: id, unannounced: u, when: now}
 		g := &group{msg: m, key: ledgerKey(m), dlqs: map[string]int{}, ids: []string{id}, records: []string{id}}
 		g.add(m, u.Count)
 		return g
 	case depth < s.Expected:
-		s.SurplusSince = time.Time{}
+		s.SurplusSince, s.SurplusDepth = time.Time{}, 0
 		if s.DeficitSince.IsZero() {
 			s.DeficitSince = now
 		} else if now.Sub(s.DeficitSince) >= n.grace {
 			s.Expected, s.DeficitSince = depth, time.Time{}
 		}
 	default:
-		s.SurplusSince, s.DeficitSince = time.Time{}, time.Time{}
+		s.SurplusSince, s.SurplusDepth, s.DeficitSince = time.Time{}, 0, time.Time{}
 	}
 	return nil
 }

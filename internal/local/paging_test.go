@@ -1,0 +1,349 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linegate/linegate/internal/idempotency"
+	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/template"
+)
+
+// The acceptance tests of "every failure reaches the operator, once"
+// (docs/adr/0005-every-failure-pages.md), through linegate local at
+// --time-scale 60: a 15-minute coalescing window is 15 s, the notifier
+// sweeps every second.
+
+// cardsTo lists the altText of every card pushed to op, in push order, and
+// the number of pushes.
+func cardsTo(t *testing.T, rt *Runtime, op string) (alts []string, pushes int) {
+	t.Helper()
+	for _, m := range messages(t, rt) {
+		if m.To != op || m.Via != "push" {
+			continue
+		}
+		pushes++
+		for _, raw := range m.Messages {
+			var msg struct {
+				AltText string `json:"altText"`
+				Text    string `json:"text"`
+			}
+			_ = json.Unmarshal(raw, &msg)
+			alts = append(alts, msg.AltText+msg.Text)
+		}
+	}
+	return alts, pushes
+}
+
+func countPrefix(alts []string, prefix string) int {
+	n := 0
+	for _, a := range alts {
+		if strings.HasPrefix(a, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Two permanent failures 20 scaled minutes apart page the operator twice:
+// an alarm already in ALARM pages nobody, the dead-letter notice does.
+func TestSecondDeadLetterPagesAgain(t *testing.T) {
+	rt, p := start(t, Config{TimeScale: 60})
+	first := deliver(t, p, p.Text("U00000000000000000000000000000d01", "probe:permanent"))
+	waitEvent(t, rt, 20*time.Second, first, "dead-lettered", func(v eventView) bool { return v.Outcome == "dead-lettered" })
+	eventually(t, 20*time.Second, "the first dead letter's card", func() bool {
+		alts, _ := cardsTo(t, rt, DefaultOperator)
+		return countPrefix(alts, "[DEAD LETTER") == 1
+	})
+	waitSweeps(t, rt, 20) // 20 scaled minutes: the first card's window has passed
+	second := deliver(t, p, p.Text("U00000000000000000000000000000d02", "probe:permanent"))
+	waitEvent(t, rt, 20*time.Second, second, "dead-lettered", func(v eventView) bool { return v.Outcome == "dead-lettered" })
+	var alts []string
+	eventuallySaw(t, 20*time.Second, "the second dead letter's card", func() bool {
+		alts, _ = cardsTo(t, rt, DefaultOperator)
+		return countPrefix(alts, "[DEAD LETTER") == 2
+	}, func() string { return strings.Join(alts, "\n") })
+	_, pushes := cardsTo(t, rt, DefaultOperator)
+	if pushes < 2 {
+		t.Fatalf("%d pushes for two dead letters 20 minutes apart, want at least 2", pushes)
+	}
+	t.Logf("cards: %q", alts)
+	for _, id := range []string{first, second} {
+		if !slices.ContainsFunc(sentMatching(t, rt, DefaultOperator, "push", id), func(sentMessage) bool { return true }) {
+			t.Errorf("no card names the dead-lettered event %s", id)
+		}
+	}
+}
+
+var crashCounts = regexp.MustCompile(`(\d+) crashes`)
+
+// A 20 s crash loop (a new panicking event every 0.25 s, 80 events: a
+// 20-minute incident at --time-scale 60) gives the operator a crash card
+// with its count and at most 8 pushes in all: crash, dead-letter and alarm
+// cards together.
+func TestCrashLoopPagesBounded(t *testing.T) {
+	rt, p := start(t, Config{TimeScale: 60})
+	const events = 80
+	var ids []string
+	tick := time.NewTicker(250 * time.Millisecond)
+	for i := range events {
+		<-tick.C
+		ids = append(ids, deliver(t, p, p.Text(fmt.Sprintf("U%032x", 0xc0de000+i), "probe:panic")))
+	}
+	tick.Stop()
+	for _, id := range ids {
+		waitEvent(t, rt, 60*time.Second, id, "dead-lettered after its receives", func(v eventView) bool { return v.Outcome == "dead-lettered" })
+	}
+	crashes := func() int {
+		n := 0
+		for _, m := range messages(t, rt) {
+			if m.To != DefaultOperator {
+				continue
+			}
+			for _, raw := range m.Messages {
+				s := string(raw)
+				if !strings.Contains(s, "[CRASH") {
+					continue
+				}
+				if c := crashCounts.FindStringSubmatch(s); c != nil {
+					k, _ := strconv.Atoi(c[1])
+					n += k
+				} else {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	eventuallySaw(t, 60*time.Second, "crash cards counting all 80 crashes", func() bool { return crashes() >= events },
+		func() string { alts, _ := cardsTo(t, rt, DefaultOperator); return strings.Join(alts, "\n") })
+	waitSweeps(t, rt, 17) // a whole window more: any report still held would be paged
+	alts, pushes := cardsTo(t, rt, DefaultOperator)
+	t.Logf("%d pushes: %q", pushes, alts)
+	dlq, _ := rt.queue("InteractiveDLQ")
+	t.Logf("DLQ %s holds %d; sweeps %v", dlq.Name, getQueue(t, rt, dlq.Name).Visible, rt.sweeps.view())
+	if got := crashes(); got != events {
+		t.Errorf("the crash cards count %d crashes, want %d", got, events)
+	}
+	if !slices.ContainsFunc(alts, func(a string) bool { return strings.HasPrefix(a, "[CRASH ×") }) {
+		t.Errorf("no crash card carries a count: %q", alts)
+	}
+	if pushes > 8 {
+		t.Errorf("%d pushes for one crash loop, want at most 8", pushes)
+	}
+	if n := countPrefix(alts, "[DEAD LETTER"); n != 0 {
+		t.Errorf("%d dead-letter cards of their own for crashed events (they fold into the crash's card)", n)
+	}
+}
+
+// A restart on the same --state pages nothing again: the crash marker is
+// a completed marker (no claim for the start to release), the ledger is in
+// the journaled table, the alarms keep their state.
+func TestRestartSendsNoSecondCrashCard(t *testing.T) {
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	cfg := Config{TimeScale: 60, StateDir: dir, Out: out}
+	rt, p := start(t, cfg)
+	id := deliver(t, p, p.Text("U00000000000000000000000000000e01", "probe:panic"))
+	waitEvent(t, rt, 30*time.Second, id, "dead-lettered after its receives", func(v eventView) bool { return v.Outcome == "dead-lettered" })
+	eventually(t, 30*time.Second, "the crash card and the DLQ alarm's card", func() bool {
+		alts, _ := cardsTo(t, rt, DefaultOperator)
+		return countPrefix(alts, "[CRASH") == 1 && slices.ContainsFunc(alts, func(a string) bool { return strings.Contains(a, "interactive-dlq: OK → ALARM") })
+	})
+	waitSweeps(t, rt, 2)
+	marker := idempotency.CrashKey(id)
+	if err := samWorkerStore(t, rt).Claim(context.Background(), marker, time.Minute); !errors.Is(err, idempotency.ErrCompleted) {
+		t.Fatalf("the crash marker before the restart: %v, want a completed marker", err)
+	}
+	rt.Close()
+
+	out2 := &syncBuffer{}
+	cfg.Out = out2
+	rt, p = start(t, cfg)
+	// The runtime works, and a whole window of sweeps passes: a card held
+	// or re-sent would be out by then.
+	echo := deliver(t, p, p.Text("U00000000000000000000000000000e02", "after the restart"))
+	waitEvent(t, rt, 20*time.Second, echo, "handled", func(v eventView) bool { return v.Outcome == "ok" })
+	waitSweeps(t, rt, 17)
+	alts, pushes := cardsTo(t, rt, DefaultOperator)
+	if pushes != 0 {
+		t.Errorf("after the restart the operator got %d push(es): %q, want none", pushes, alts)
+	}
+	if strings.Contains(out2.String(), "released") {
+		t.Errorf("the restart released claims:\n%s", out2.String())
+	}
+	if err := samWorkerStore(t, rt).Claim(context.Background(), marker, time.Minute); !errors.Is(err, idempotency.ErrCompleted) {
+		t.Errorf("the crash marker after the restart: %v, want it kept", err)
+	}
+	if a := alarmNamed(t, rt, "-interactive-dlq"); a.State != "ALARM" {
+		t.Errorf("the interactive DLQ's alarm after the restart: %+v, want ALARM kept", a)
+	}
+}
+
+func alarmNamed(t *testing.T, rt *Runtime, suffix string) alarmView {
+	t.Helper()
+	for _, a := range rt.alarms.views() {
+		if strings.HasSuffix(a.Name, suffix) {
+			return a
+		}
+	}
+	t.Fatalf("no alarm named *%s", suffix)
+	return alarmView{}
+}
+
+// With every LINE push refused (a revoked token), a crash's card cannot be
+// pushed: after the ops queue's three receives it lands in the notifier's
+// failure queue, whose alarm reaches the AlertEmail subscription of the
+// escalation topic, which has no filter.
+func TestAlertPathFailureReachesTheEmail(t *testing.T) {
+	rt, p := start(t, Config{TimeScale: 60, Params: map[string]string{"AlertEmail": "ops@example.com"}})
+	rt.LINE().Inject(linemock.Fault{Path: linemock.PathPush, Status: http.StatusUnauthorized, Message: "Authentication failed", Times: 1 << 30})
+	deliver(t, p, p.Text("U00000000000000000000000000000f01", "probe:panic"))
+	var got []emailDelivery
+	eventuallySaw(t, 90*time.Second, "the notifier-failures alarm by email", func() bool {
+		getJSON(t, rt.URL()+"/_local/email", &got)
+		return slices.ContainsFunc(got, func(d emailDelivery) bool {
+			return strings.HasSuffix(d.Alarm, "-notifier-failures") && d.State == "ALARM"
+		})
+	}, func() string { b, _ := json.MarshalIndent(got, "", " "); return string(b) })
+	for _, d := range got {
+		if strings.HasSuffix(d.Alarm, "-notifier-failures") {
+			if d.To != "ops@example.com" || d.Subscription != "EscalationEmailSubscription" {
+				t.Errorf("delivery %+v: want ops@example.com through the escalation topic's subscription", d)
+			}
+		}
+	}
+	var topics []topicView
+	getJSON(t, rt.URL()+"/_local/topics", &topics)
+	for _, tv := range topics {
+		if strings.Contains(tv.Name, "EscalationTopic") && !slices.Contains(tv.Subscribers, "email:ops@example.com") {
+			t.Errorf("the escalation topic's subscribers %v: want the unfiltered email", tv.Subscribers)
+		}
+	}
+	if _, pushes := cardsTo(t, rt, DefaultOperator); pushes != 0 {
+		t.Errorf("%d pushes accepted while LINE refuses every push", pushes)
+	}
+}
+
+// Every alarm of the template is visible in linegate local and drives its
+// card: a breaching data point put at /_local/metrics turns it ALARM, and
+// the operator gets its card.
+func TestEveryAlarmDrivesItsCard(t *testing.T) {
+	rt, _ := start(t, Config{TimeScale: 60})
+	alarms := rt.Topology().Alarms
+	if len(alarms) < 25 {
+		t.Fatalf("%d alarms in the template", len(alarms))
+	}
+	for _, a := range alarms {
+		v := a.Threshold + 1
+		put := metricPut{Namespace: a.Namespace, MetricName: a.MetricName, Dimensions: a.Dimensions, Value: &v}
+		b, _ := json.Marshal(put)
+		resp, err := http.Post(rt.URL()+"/_local/metrics", "application/json", bytes.NewReader(b))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("put %s: %v %v", a.MetricName, resp, err)
+		}
+		_ = resp.Body.Close()
+	}
+	for _, a := range alarms {
+		eventually(t, 30*time.Second, a.Name+" to have turned ALARM", func() bool {
+			return slices.ContainsFunc(alarmNamed(t, rt, a.Name).History, func(tr alarmTransition) bool { return tr.To == "ALARM" })
+		})
+	}
+	var missing []string
+	eventuallySaw(t, 30*time.Second, "a card for every alarm", func() bool {
+		alts, _ := cardsTo(t, rt, DefaultOperator)
+		missing = nil
+		for _, a := range alarms {
+			if !slices.ContainsFunc(alts, func(s string) bool { return strings.Contains(s, "] "+a.Name+": ") }) {
+				missing = append(missing, a.Name)
+			}
+		}
+		return len(missing) == 0
+	}, func() string { return strings.Join(missing, "\n") })
+}
+
+// A bad data point is refused with what to send.
+func TestPutMetricRefusesBadInput(t *testing.T) {
+	rt, _ := start(t, Config{})
+	for _, body := range []string{`{`, `{"namespace":"AWS/Lambda"}`, `{"namespace":"x","metricName":"y","value":1,"unit":"Count"}`} {
+		resp, err := http.Post(rt.URL()+"/_local/metrics", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e["error"] == "" {
+			t.Errorf("%s: %d %v, want 400 with an error", body, resp.StatusCode, e)
+		}
+	}
+}
+
+// The expiry alarms page a dead letter before SQS deletes it: their
+// threshold is the DLQ's retention less the warning, and for a DLQ fed by
+// SQS's redrive from a standard queue (whose messages keep their original
+// enqueue time, while the metric counts from the move) less the source
+// queue's retention too.
+func TestDLQExpiryThresholdsFollowRetention(t *testing.T) {
+	top, err := template.Load(testTemplate, TemplateParams(nil, func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warning := 48 * time.Hour // DLQExpiryWarningHours' default
+	expiring := map[string]template.Alarm{}
+	for _, a := range top.Alarms {
+		if a.MetricName == "ApproximateAgeOfOldestMessage" && strings.HasSuffix(a.Name, "-expiring") {
+			expiring[a.Dimensions["QueueName"]] = a
+		}
+	}
+	dlqs := 0
+	for _, q := range top.Queues {
+		var sources []template.Queue
+		for _, s := range top.Queues {
+			if s.RedriveTarget == q.LogicalID {
+				sources = append(sources, s)
+			}
+		}
+		ruleTarget := false
+		for _, r := range top.Rules {
+			for _, tg := range r.Targets {
+				ruleTarget = ruleTarget || tg.DLQLogicalID == q.LogicalID
+			}
+		}
+		if len(sources) == 0 && !ruleTarget {
+			continue
+		}
+		dlqs++
+		a, ok := expiring[q.Name]
+		if !ok {
+			t.Errorf("dead-letter queue %s has no expiry alarm", q.LogicalID)
+			continue
+		}
+		want := q.MessageRetention - warning
+		if !q.FIFO {
+			for _, s := range sources {
+				want = min(want, q.MessageRetention-s.MessageRetention-warning)
+			}
+		}
+		if got := time.Duration(a.Threshold) * time.Second; got != want {
+			t.Errorf("%s: threshold %v, want %v (retention %v)", a.Name, got, want, q.MessageRetention)
+		}
+		if !slices.Contains(a.AlarmActions, "EscalationTopic") || a.TreatMissingData != "missing" {
+			t.Errorf("%s: actions %v, missing data %s: want the escalation topic, and no state from an empty DLQ", a.Name, a.AlarmActions, a.TreatMissingData)
+		}
+	}
+	if dlqs != len(expiring) {
+		t.Errorf("%d DLQs, %d expiry alarms", dlqs, len(expiring))
+	}
+}
+
