@@ -346,4 +346,3 @@ func TestDLQExpiryThresholdsFollowRetention(t *testing.T) {
 		t.Errorf("%d DLQs, %d expiry alarms", dlqs, len(expiring))
 	}
 }
-

@@ -111,8 +111,9 @@ type Config struct {
 // TemplateParams is params plus the values linegate local gives the
 // template's parameters that a deploy must set or that are derived per stack:
 // OperatorLineIds (required, no default) from OPERATOR_LINE_IDS or
-// DefaultOperator, and EventBusName "linegate" (a deployed stack derives a
-// name unique to it; locally there is one stack). params wins.
+// DefaultOperator, AlertEmail from ALERT_EMAIL (its email subscriptions are
+// recorded at /_local/email), and EventBusName "linegate" (a deployed stack
+// derives a name unique to it; locally there is one stack). params wins.
 func TemplateParams(params map[string]string, getenv func(string) string) map[string]string {
 	out := map[string]string{
 		"OperatorLineIds": DefaultOperator,
@@ -121,6 +122,9 @@ func TemplateParams(params map[string]string, getenv func(string) string) map[st
 	if getenv != nil {
 		if ids := getenv("OPERATOR_LINE_IDS"); ids != "" {
 			out["OperatorLineIds"] = ids
+		}
+		if email := getenv("ALERT_EMAIL"); email != "" {
+			out["AlertEmail"] = email
 		}
 	}
 	for k, v := range params {
