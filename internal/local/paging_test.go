@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/template"
@@ -344,5 +347,94 @@ func TestDLQExpiryThresholdsFollowRetention(t *testing.T) {
 	}
 	if dlqs != len(expiring) {
 		t.Errorf("%d DLQs, %d expiry alarms", dlqs, len(expiring))
+	}
+}
+
+// linegate doctor against linegate local checks the DLQs the template
+// defines, a DLQ added to it included, and warns without an AlertEmail
+// (ALERT_EMAIL locally) and passes with one.
+func TestDoctorDerivesDLQsAndWantsAnAlertEmail(t *testing.T) {
+	data, err := os.ReadFile(testTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = "  # ---------------------------------------------------------------- worker\n"
+	extra := "  AuditQueue:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedrivePolicy:\n        deadLetterTargetArn: !GetAtt AuditDLQ.Arn\n        maxReceiveCount: 3\n\n" +
+		"  AuditDLQ:\n    Type: AWS::SQS::Queue\n\n"
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), anchor, extra+anchor, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, email := range []string{"", "ops@example.com"} {
+		t.Run("ALERT_EMAIL="+email, func(t *testing.T) {
+			env := map[string]string{"ALERT_EMAIL": email}
+			rt, _ := start(t, Config{Template: path, Getenv: func(k string) string { return env[k] }})
+			target := doctor.Local{URL: rt.URL(), Token: DefaultToken, Secret: DefaultSecret}
+			qs, err := target.DLQs(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, q := range qs {
+				names = append(names, q.Name)
+			}
+			for _, want := range []string{"linegate-AuditDLQ", "linegate-LongDLQ", "linegate-RuleTargetDLQ", "linegate-NotifierFailureQueue"} {
+				if !slices.Contains(names, want) {
+					t.Errorf("doctor checks %v: not %s", names, want)
+				}
+			}
+			results := map[string]doctor.Result{}
+			for _, r := range doctor.Run(context.Background(), target) {
+				results[r.Check] = r
+			}
+			want := doctor.Warn
+			if email != "" {
+				want = doctor.Pass
+			}
+			if r := results["alert email"]; r.Status != want {
+				t.Errorf("alert email: %+v, want %s", r, want)
+			}
+		})
+	}
+}
+
+// The notifier's sweep watches every DLQ the template defines (a queue's
+// redrive target, a rule target's dead-letter queue): a DLQ added without
+// its place in ALERT_DLQS fails here.
+func TestNotifierSweepsEveryDLQ(t *testing.T) {
+	top, err := template.Load(testTemplate, TemplateParams(nil, func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	byID := map[string]template.Queue{}
+	for _, q := range top.Queues {
+		byID[q.LogicalID] = q
+	}
+	for _, q := range top.Queues {
+		if q.RedriveTarget != "" {
+			want[byID[q.RedriveTarget].URL] = true
+		}
+	}
+	for _, r := range top.Rules {
+		for _, tg := range r.Targets {
+			if tg.DLQLogicalID != "" {
+				want[byID[tg.DLQLogicalID].URL] = true
+			}
+		}
+	}
+	var watched []string
+	for _, f := range top.Functions {
+		if v, ok := f.Env["ALERT_DLQS"]; ok {
+			watched = strings.Split(v, ",")
+		}
+	}
+	for url := range want {
+		if !slices.Contains(watched, url) {
+			t.Errorf("the notifier's sweep does not watch %s", url)
+		}
+	}
+	if len(watched) != len(want) {
+		t.Errorf("ALERT_DLQS %v, the template's DLQs %v", watched, want)
 	}
 }
