@@ -101,6 +101,13 @@ func newAlarmEvaluator(r *Runtime) (*alarmEvaluator, error) {
 			return nil, fmt.Errorf("--state: restore the alarms: %w", err)
 		}
 	}
+	var names []string
+	var keep time.Duration
+	for _, a := range r.top.Alarms {
+		names = append(names, a.MetricName)
+		keep = max(keep, 2*scaled(max(a.Period, time.Minute), r.cfg.TimeScale)+time.Minute)
+	}
+	r.metrics.watch(names, keep)
 	for _, a := range r.top.Alarms {
 		st := &alarmState{def: a, state: StateOK, reason: "Local runtime started", changed: time.Now()}
 		if v, ok := saved[a.Name]; ok && v.State != "" {

@@ -24,6 +24,10 @@ import (
 type metricStore struct {
 	mu     sync.Mutex
 	points map[string][]metricPoint // by metricKey
+	// watched are the metric names some alarm reads (nil: every name);
+	// keep is how long a point can matter to an alarm.
+	watched map[string]bool
+	keep    time.Duration
 }
 
 type metricPoint struct {
@@ -32,9 +36,28 @@ type metricPoint struct {
 }
 
 // maxPointsPerMetric bounds what one metric keeps (the newest).
-const maxPointsPerMetric = 10_000
+const maxPointsPerMetric = 2_000
 
 func newMetricStore() *metricStore { return &metricStore{points: map[string][]metricPoint{}} }
+
+// watch keeps only the metrics alarms read, and their points for keep:
+// a long run writes millions of EMF values nobody evaluates.
+func (s *metricStore) watch(names []string, keep time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watched = map[string]bool{}
+	for _, n := range names {
+		s.watched[n] = true
+	}
+	s.keep = keep
+}
+
+// wants reports whether the store keeps points of the metric name.
+func (s *metricStore) wants(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watched == nil || s.watched[name]
+}
 
 // metricKey names a metric: namespace, name and dimensions (sorted).
 func metricKey(namespace, name string, dims map[string]string) string {
@@ -56,7 +79,17 @@ func (s *metricStore) put(namespace, name string, dims map[string]string, value 
 	k := metricKey(namespace, name, dims)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.watched != nil && !s.watched[name] {
+		return
+	}
 	p := append(s.points[k], metricPoint{at: at, value: value})
+	if s.keep > 0 {
+		old := 0
+		for old < len(p) && p[old].at.Before(at.Add(-s.keep)) {
+			old++
+		}
+		p = p[old:]
+	}
 	if len(p) > maxPointsPerMetric {
 		p = slices.Clone(p[len(p)-maxPointsPerMetric:])
 	}
@@ -146,6 +179,15 @@ type emfLine struct {
 func (t *emfTap) record(line []byte) {
 	var head emfLine
 	if json.Unmarshal(line, &head) != nil {
+		return
+	}
+	wanted := false
+	for _, d := range head.AWS.CloudWatchMetrics {
+		for _, m := range d.Metrics {
+			wanted = wanted || t.store.wants(m.Name)
+		}
+	}
+	if !wanted {
 		return
 	}
 	var all map[string]any

@@ -438,3 +438,21 @@ func TestNotifierSweepsEveryDLQ(t *testing.T) {
 		t.Errorf("ALERT_DLQS %v, the template's DLQs %v", watched, want)
 	}
 }
+
+// docs/operations.md lists every alarm of the template with what to do.
+func TestEveryAlarmIsInTheOperationsDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := template.Load(testTemplate, TemplateParams(nil, func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range top.Alarms {
+		name := "`*" + strings.TrimPrefix(a.Name, top.StackName) + "`"
+		if !strings.Contains(string(doc), name) {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+	}
+}
