@@ -105,11 +105,11 @@ func scaledPagingEnv(env map[string]string, scale float64) {
 	if scale <= 1 {
 		return
 	}
+	if env["ALERT_STATE_TABLE"] == "" {
+		return // not the notifier, or one without a ledger: no window
+	}
 	for k, def := range map[string]time.Duration{"ALERT_WINDOW": alert.DefaultWindow, "ALERT_SWEEP_GRACE": alert.DefaultGrace} {
 		v, ok := env[k]
-		if !ok && k == "ALERT_SWEEP_GRACE" && env["ALERT_STATE_TABLE"] == "" {
-			continue
-		}
 		d := def
 		if ok {
 			parsed, err := time.ParseDuration(v)

@@ -456,3 +456,32 @@ func TestEveryAlarmIsInTheOperationsDocs(t *testing.T) {
 		}
 	}
 }
+
+// The notifier's window and grace are compressed by the time scale like
+// every period; other functions get none.
+func TestScaledPagingEnv(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		scale     float64
+		window    string
+		hasWindow bool
+	}{
+		{"the notifier at 60", map[string]string{"ALERT_STATE_TABLE": "t", "ALERT_WINDOW": "15m"}, 60, "15s", true},
+		{"the default window at 60", map[string]string{"ALERT_STATE_TABLE": "t"}, 60, "15s", true},
+		{"real time", map[string]string{"ALERT_STATE_TABLE": "t", "ALERT_WINDOW": "15m"}, 1, "15m", true},
+		{"the worker", map[string]string{"IDEMPOTENCY_TABLE": "t"}, 60, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			scaledPagingEnv(tt.env, tt.scale)
+			got, ok := tt.env["ALERT_WINDOW"]
+			if ok != tt.hasWindow || (ok && got != tt.window) {
+				t.Fatalf("ALERT_WINDOW = %q (%v), want %q", got, ok, tt.window)
+			}
+			if tt.hasWindow && tt.scale == 60 && tt.env["ALERT_SWEEP_GRACE"] != "3s" {
+				t.Fatalf("ALERT_SWEEP_GRACE = %q, want 3s", tt.env["ALERT_SWEEP_GRACE"])
+			}
+		})
+	}
+}
