@@ -27,6 +27,7 @@ type metricStore struct {
 	// watched are the metric names some alarm reads (nil: every name);
 	// keep is how long a point can matter to an alarm.
 	watched map[string]bool
+	quoted  [][]byte // the watched names in quotes, to skip a line without parsing it
 	keep    time.Duration
 }
 
@@ -45,11 +46,32 @@ func newMetricStore() *metricStore { return &metricStore{points: map[string][]me
 func (s *metricStore) watch(names []string, keep time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.watched = map[string]bool{}
+	s.watched, s.quoted = map[string]bool{}, nil
 	for _, n := range names {
+		if !s.watched[n] {
+			s.quoted = append(s.quoted, []byte(`"`+n+`"`))
+		}
 		s.watched[n] = true
 	}
 	s.keep = keep
+}
+
+// mentions reports whether an EMF line may carry a watched metric: a
+// cheap test that spares the JSON decoding of every other line (the
+// functions flush their metrics on every invocation, the webhook's inside
+// its request).
+func (s *metricStore) mentions(line []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watched == nil {
+		return true
+	}
+	for _, q := range s.quoted {
+		if bytes.Contains(line, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // wants reports whether the store keeps points of the metric name.
@@ -151,7 +173,7 @@ func (t *emfTap) Write(p []byte) (int, error) {
 		}
 		line := t.buf[:i]
 		t.buf = t.buf[i+1:]
-		if bytes.Contains(line, []byte(`"_aws"`)) {
+		if bytes.Contains(line, []byte(`"_aws"`)) && t.store.mentions(line) {
 			t.record(line)
 		}
 	}

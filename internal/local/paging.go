@@ -79,7 +79,10 @@ func (r *Runtime) startSweeps(rctx context.Context, f template.Function, metrics
 		if rate <= 0 {
 			rate = time.Minute // cron: not modelled locally, every minute
 		}
-		period := max(scaled(rate, r.cfg.TimeScale), 50*time.Millisecond)
+		// At most a sweep a second: at a large time scale a sweep every
+		// scaled minute would be load for nothing (a digest is a window
+		// late at worst by one sweep).
+		period := max(scaled(rate, r.cfg.TimeScale), time.Second)
 		sweep := func(ctx context.Context) {
 			var res alert.SweepResult
 			err := r.invoke(ctx, f, metrics, func(ctx context.Context) (err error) {

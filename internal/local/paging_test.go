@@ -91,11 +91,14 @@ func TestSecondDeadLetterPagesAgain(t *testing.T) {
 var crashCounts = regexp.MustCompile(`(\d+) crashes`)
 
 // A 20 s crash loop (a new panicking event every 0.25 s, 80 events: a
-// 20-minute incident at --time-scale 60) gives the operator a crash card
+// 20-minute incident at --time-scale 60) gives each operator a crash card
 // with its count and at most 8 pushes in all: crash, dead-letter and alarm
 // cards together.
 func TestCrashLoopPagesBounded(t *testing.T) {
-	rt, p := start(t, Config{TimeScale: 60})
+	const group = "C0000000000000000000000000000beef"
+	operators := []string{DefaultOperator, group}
+	env := map[string]string{"OPERATOR_LINE_IDS": strings.Join(operators, ",")}
+	rt, p := start(t, Config{TimeScale: 60, Getenv: func(k string) string { return env[k] }})
 	const events = 80
 	var ids []string
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -107,10 +110,10 @@ func TestCrashLoopPagesBounded(t *testing.T) {
 	for _, id := range ids {
 		waitEvent(t, rt, 60*time.Second, id, "dead-lettered after its receives", func(v eventView) bool { return v.Outcome == "dead-lettered" })
 	}
-	crashes := func() int {
+	crashes := func(op string) int {
 		n := 0
 		for _, m := range messages(t, rt) {
-			if m.To != DefaultOperator {
+			if m.To != op {
 				continue
 			}
 			for _, raw := range m.Messages {
@@ -128,25 +131,29 @@ func TestCrashLoopPagesBounded(t *testing.T) {
 		}
 		return n
 	}
-	eventuallySaw(t, 60*time.Second, "crash cards counting all 80 crashes", func() bool { return crashes() >= events },
-		func() string { alts, _ := cardsTo(t, rt, DefaultOperator); return strings.Join(alts, "\n") })
+	for _, op := range operators {
+		eventuallySaw(t, 60*time.Second, "crash cards counting all 80 crashes for "+op, func() bool { return crashes(op) >= events },
+			func() string { alts, _ := cardsTo(t, rt, op); return strings.Join(alts, "\n") })
+	}
 	waitSweeps(t, rt, 17) // a whole window more: any report still held would be paged
-	alts, pushes := cardsTo(t, rt, DefaultOperator)
-	t.Logf("%d pushes: %q", pushes, alts)
+	for _, op := range operators {
+		alts, pushes := cardsTo(t, rt, op)
+		t.Logf("operator %s: %d pushes: %q", op, pushes, alts)
+		if got := crashes(op); got != events {
+			t.Errorf("operator %s: the crash cards count %d crashes, want %d", op, got, events)
+		}
+		if !slices.ContainsFunc(alts, func(a string) bool { return strings.HasPrefix(a, "[CRASH ×") }) {
+			t.Errorf("operator %s: no crash card carries a count: %q", op, alts)
+		}
+		if pushes > 8 {
+			t.Errorf("operator %s: %d pushes for one crash loop, want at most 8", op, pushes)
+		}
+		if n := countPrefix(alts, "[DEAD LETTER"); n != 0 {
+			t.Errorf("operator %s: %d dead-letter cards of their own for crashed events (they fold into the crash's card)", op, n)
+		}
+	}
 	dlq, _ := rt.queue("InteractiveDLQ")
 	t.Logf("DLQ %s holds %d; sweeps %v", dlq.Name, getQueue(t, rt, dlq.Name).Visible, rt.sweeps.view())
-	if got := crashes(); got != events {
-		t.Errorf("the crash cards count %d crashes, want %d", got, events)
-	}
-	if !slices.ContainsFunc(alts, func(a string) bool { return strings.HasPrefix(a, "[CRASH ×") }) {
-		t.Errorf("no crash card carries a count: %q", alts)
-	}
-	if pushes > 8 {
-		t.Errorf("%d pushes for one crash loop, want at most 8", pushes)
-	}
-	if n := countPrefix(alts, "[DEAD LETTER"); n != 0 {
-		t.Errorf("%d dead-letter cards of their own for crashed events (they fold into the crash's card)", n)
-	}
 }
 
 // A restart on the same --state pages nothing again: the crash marker is
@@ -483,5 +490,83 @@ func TestScaledPagingEnv(t *testing.T) {
 				t.Fatalf("ALERT_SWEEP_GRACE = %q, want 3s", tt.env["ALERT_SWEEP_GRACE"])
 			}
 		})
+	}
+}
+
+// The functions' EMF lines reach the alarms as CloudWatch Logs turns them
+// into metrics: a watched metric is kept with its dimensions, the rest is
+// not decoded at all.
+func TestEMFTapKeepsWatchedMetrics(t *testing.T) {
+	store := newMetricStore()
+	store.watch([]string{"AlertPushesFailed"}, time.Hour)
+	var out bytes.Buffer
+	tap := &emfTap{next: &out, store: store}
+	now := time.Now()
+	line := fmt.Sprintf(`{"AlertPushesFailed":[1,1],"AlertPushesSent":3,"Function":"linegate-NotifierFunction","_aws":{"Timestamp":%d,"CloudWatchMetrics":[{"Namespace":"linegate","Dimensions":[["Function"]],"Metrics":[{"Name":"AlertPushesFailed","Unit":"Count"},{"Name":"AlertPushesSent","Unit":"Count"}]}]}}`, now.UnixMilli())
+	// Written in two pieces, as a writer may.
+	if _, err := tap.Write([]byte(line[:40])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tap.Write([]byte(line[40:] + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != line+"\n" {
+		t.Fatalf("the log stream was changed: %q", out.String())
+	}
+	dims := map[string]string{"Function": "linegate-NotifierFunction"}
+	if v, ok := store.stat("linegate", "AlertPushesFailed", dims, "Sum", time.Minute, now.Add(time.Second)); !ok || v != 2 {
+		t.Fatalf("AlertPushesFailed = %v (%v), want 2", v, ok)
+	}
+	if _, ok := store.stat("linegate", "AlertPushesSent", dims, "Sum", time.Minute, now.Add(time.Second)); ok {
+		t.Fatal("an unwatched metric was kept")
+	}
+	if _, ok := store.stat("linegate", "AlertPushesFailed", dims, "Sum", time.Minute, now.Add(2*time.Minute)); ok {
+		t.Fatal("a point outside the period counted")
+	}
+}
+
+// The chat queue's age alarm fires inside the reply token's minute: at
+// most 45 s, configurable, and the template refuses more.
+func TestChatQueueAgeAlarmWithinTheReplyToken(t *testing.T) {
+	params := func(extra map[string]string) map[string]string {
+		p := TemplateParams(nil, func(string) string { return "" })
+		for k, v := range extra {
+			p[k] = v
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		value string
+		want  float64
+	}{{"", 30}, {"45", 45}, {"10", 10}} {
+		extra := map[string]string{}
+		if tt.value != "" {
+			extra["ChatQueueAgeAlarmSeconds"] = tt.value
+		}
+		top, err := template.Load(testTemplate, params(extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chat template.Queue
+		for _, q := range top.Queues {
+			if q.LogicalID == "InteractiveQueue" {
+				chat = q
+			}
+		}
+		found := false
+		for _, a := range top.Alarms {
+			if a.MetricName == "ApproximateAgeOfOldestMessage" && a.Dimensions["QueueName"] == chat.Name {
+				found = true
+				if a.Threshold != tt.want || a.Threshold > 45 {
+					t.Errorf("ChatQueueAgeAlarmSeconds=%q: threshold %v, want %v (and at most 45)", tt.value, a.Threshold, tt.want)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no age alarm on the chat queue")
+		}
+	}
+	if _, err := template.Load(testTemplate, params(map[string]string{"ChatQueueAgeAlarmSeconds": "46"})); err == nil {
+		t.Error("a chat queue age alarm of 46 s, past the reply token's life, was accepted")
 	}
 }
