@@ -208,7 +208,7 @@ func TestNotifierSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := notifierfn.New(context.Background(), cfg, "ap-northeast-1", compose.Common{})
+			n, err := notifierfn.New(context.Background(), cfg, "ap-northeast-1", notifierfn.Deps{}, compose.Common{})
 			if err != nil {
 				t.Fatal(err)
 			}

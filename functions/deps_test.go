@@ -60,11 +60,16 @@ var denied = map[string][]string{
 		module + "internal/quota",
 	},
 	// The notifier pushes alert cards: none of the other functions' cores.
-	"notifier": append(pagerDenied(),
-		"github.com/aws/aws-sdk-go-v2/service/sqs",
+	// It links DynamoDB (its paging ledger, a versioned item of the
+	// idempotency table) and SQS (its sweep reads the DLQs' depths), for
+	// every failure to reach the operator once across invocations,
+	// restarts and redeploys (docs/adr/0005-every-failure-pages.md).
+	"notifier": slices.DeleteFunc(append(pagerDenied(),
 		module+"internal/compose/quotafn",
 		module+"internal/held",
-	),
+	), func(p string) bool {
+		return p == "github.com/aws/aws-sdk-go-v2/service/dynamodb" || p == module+"internal/idempotency"
+	}),
 	// The quota governor reads LINE's quota and the HeldQueue's depth and
 	// pushes cards as the notifier does: no DynamoDB, SNS or EventBridge,
 	// and none of the actions of the operator's buttons.

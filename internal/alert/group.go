@@ -1,32 +1,45 @@
 package alert
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// signatureFrames is how many frames below the panic make a crash's stack
-// signature: enough to tell two bugs apart, few enough that a panic reached
-// through different callers of the same code still groups.
-const signatureFrames = 5
-
 // group is the ops messages that make one card: crash reports with one
-// stack signature, or notifications of one alarm.
+// stack signature (and the dead-letter notices of the events that crashed
+// so), dead-letter notices of one DLQ, or notifications of one alarm.
 type group struct {
-	msg     opsMessage // the card's content: the first crash, or the alarm's newest state
+	msg     opsMessage // the card's content: the first crash or dead letter, or the alarm's newest state
 	ids     []string   // every member's identity (SNS MessageId), for the retry key
 	records []string   // the queue records the members came in, for batch item failures
-	count   int
-	first   time.Time // the earliest and latest member time (zero when unknown)
+	count   int        // members, and reports carried from the ledger (held since the last card)
+	first   time.Time  // the earliest and latest member time (zero when unknown)
 	last    time.Time
+	// crashes and deadLetters count the members (and carried reports) by
+	// kind; a dead letter of an event that crashed counts in both the
+	// group of its crash and in deadLetters.
+	crashes, deadLetters int
+	// since is the time of the signature's previous card, when this card
+	// carries reports held since then (zero otherwise).
+	since time.Time
+	// digest marks a card the sweep sends for reports held in the window.
+	digest bool
+	// key is the group's key in the paging ledger (ledgerKey).
+	key string
+	// dlqs counts the members that are dead-letter notices, by DLQ name.
+	dlqs map[string]int
 }
 
 // coalesce groups a batch's ops messages, in the order each group first
 // appears: crash reports by stack signature (the crashed function and the
-// first frames below the panic, with their file:line), alarms by alarm name.
-// A crash card shows the first report of its group; an alarm card the
+// first frames below the panic, with their file:line) together with the
+// dead-letter notices that carry that signature; other dead-letter notices
+// by DLQ; alarms by alarm name. A crash card shows the first crash report
+// of its group (the first notice when there is none); an alarm card the
 // group's newest state (by state change time; the later record on a tie).
 // A message delivered twice in one batch (SQS and SNS deliver at least
 // once) counts once; both of its records share the card's fate.
@@ -43,29 +56,56 @@ func coalesce(in []inbound) []*group {
 		}
 		key := groupKey(x.msg)
 		g, ok := byKey[key]
-		if !ok {
-			g = &group{msg: x.msg}
+		switch {
+		case !ok:
+			g = &group{msg: x.msg, key: ledgerKey(x.msg), dlqs: map[string]int{}}
 			byKey[key] = g
 			groups = append(groups, g)
-		} else if x.msg.crash == nil && !x.msg.when.Before(g.msg.when) {
+		case x.msg.alarm != nil && !x.msg.when.Before(g.msg.when):
 			g.msg = x.msg
+		case x.msg.crash != nil && g.msg.crash == nil:
+			g.msg = x.msg // a crash report says more than a dead-letter notice
 		}
 		seen[x.msg.id] = g
 		g.ids = append(g.ids, x.msg.id)
 		if x.record != "" {
 			g.records = append(g.records, x.record)
 		}
-		g.count++
-		if w := x.msg.when; !w.IsZero() {
-			if g.first.IsZero() || w.Before(g.first) {
-				g.first = w
-			}
-			if w.After(g.last) {
-				g.last = w
-			}
-		}
+		g.add(x.msg, 1)
 	}
 	return groups
+}
+
+// add counts n reports like m in g, and widens its time span.
+func (g *group) add(m opsMessage, n int) {
+	g.count += n
+	switch {
+	case m.crash != nil:
+		g.crashes += n
+	case m.deadLetter != nil:
+		g.deadLetters += n
+		g.dlqs[m.deadLetter.Queue] += n
+	case m.unannounced != nil:
+		g.deadLetters += n
+	}
+	g.span(m.when, m.when)
+}
+
+// span widens g's time span to [from, to] (zero times are unknown).
+func (g *group) span(from, to time.Time) {
+	if !from.IsZero() && (g.first.IsZero() || from.Before(g.first)) {
+		g.first = from
+	}
+	if to.After(g.last) {
+		g.last = to
+	}
+}
+
+// foldOnly reports whether every member is a dead-letter notice of an
+// event that crashed: with its crash already carded in the window, such a
+// group adds to that card's count and sends nothing of its own.
+func (g *group) foldOnly() bool {
+	return g.crashes == 0 && g.msg.deadLetter != nil && g.msg.deadLetter.Signature != ""
 }
 
 // groupKey is what members of one group share.
@@ -75,42 +115,67 @@ func groupKey(m opsMessage) string {
 		return "alarm\x00" + m.alarm.AlarmName
 	case m.held != nil:
 		return "held"
+	case m.deadLetter != nil && m.deadLetter.Signature != "":
+		return "crash\x00" + m.deadLetter.Signature
+	case m.deadLetter != nil:
+		return "dlq\x00" + m.deadLetter.Queue
+	case m.unannounced != nil:
+		return "dlq\x00" + m.unannounced.Queue
 	}
 	return "crash\x00" + crashSignature(m)
 }
 
-// crashSignature is the crashed function and the first signatureFrames
-// frames below the panic (function and file:line); a stack that is not a Go
-// stack signs with the error text instead.
-func crashSignature(m opsMessage) string {
-	r := m.crash
-	var b strings.Builder
-	b.WriteString(r.Function)
-	frames := topFrames(r.Stack, signatureFrames)
-	for _, f := range frames {
-		b.WriteString("\n" + f.fn + " " + f.loc)
+// ledgerKey is a group's key in the paging ledger: groupKey, with a stack
+// signature (up to a few kilobytes) replaced by its digest.
+func ledgerKey(m opsMessage) string {
+	k := groupKey(m)
+	if sig, ok := strings.CutPrefix(k, "crash\x00"); ok {
+		sum := sha256.Sum256([]byte(sig))
+		return "crash:" + hex.EncodeToString(sum[:12])
 	}
-	if len(frames) == 0 {
-		b.WriteString("\n" + r.Error)
-	}
-	return b.String()
+	return strings.ReplaceAll(k, "\x00", ":")
 }
+
+// crashSignature is the crash report's stack signature (crash.Signature).
+func crashSignature(m opsMessage) string { return m.crash.Signature() }
 
 // withCount puts a group's size and time span on its card: the badge and
 // the alt text (what the push notification shows) carry "×N", and rows
-// say how many and between when. A group of one is left as it is.
+// say how many, of what, and between when. A group of one is left as it
+// is, unless it carries a count since an earlier card.
 func (n *Notifier) withCount(c card, g *group) card {
-	if g == nil || g.count < 2 {
+	if g == nil || (g.count < 2 && g.since.IsZero()) {
 		return c
 	}
-	times := "×" + strconv.Itoa(g.count)
+	// The badge counts what the card is about: crashes on a crash card,
+	// dead letters on a dead-letter card (the Count row says both).
+	shown := g.count
+	switch {
+	case g.msg.crash != nil && g.crashes > 0:
+		shown = g.crashes
+	case (g.msg.deadLetter != nil || g.msg.unannounced != nil) && g.crashes == 0 && g.deadLetters > 0:
+		shown = g.deadLetters
+	}
+	times := "×" + strconv.Itoa(shown)
 	c.alt = truncateUTF16(strings.Replace(c.alt, "["+c.badge+"]", "["+c.badge+" "+times+"]", 1), MaxAltText)
 	c.badge += " " + times
-	what := "crashes"
-	if g.msg.alarm != nil {
-		what = "notifications (newest shown)"
+	var what string
+	switch {
+	case g.msg.alarm != nil:
+		what = fmt.Sprintf("%d notifications (newest shown)", g.count)
+	case g.crashes > 0 && g.deadLetters > 0:
+		what = fmt.Sprintf("%d crashes, %d dead-lettered", g.crashes, g.deadLetters)
+	case g.crashes > 0:
+		what = fmt.Sprintf("%d crashes", g.crashes)
+	case g.deadLetters > 0:
+		what = fmt.Sprintf("%d dead letters", g.deadLetters)
+	default:
+		what = fmt.Sprintf("%d notices", g.count)
 	}
-	rows := []field{{"Count", fmt.Sprintf("%d %s", g.count, what)}}
+	if !g.since.IsZero() {
+		what += " since the card of " + n.formatTime(g.since)
+	}
+	rows := []field{{"Count", what}}
 	if !g.first.IsZero() {
 		rows = append(rows, field{"Span", n.span(g.first, g.last)})
 	}

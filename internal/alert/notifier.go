@@ -10,12 +10,16 @@
 // Notifier.HandleQueue. Nothing here imports the Lambda runtime.
 //
 // Push quota is precious, so the operator is paged once per problem: crash
-// reports with the same stack signature and notifications of the same alarm
-// become one card with their count and time span, and all cards of one
-// invocation are pushed together, at most 5 messages per push (LINE's
-// limit). Each push carries a retry key derived from the SNS message IDs
-// behind it and the operator, so a redelivered batch makes LINE answer 409
-// instead of notifying twice.
+// reports with the same stack signature (with the dead-letter notices of
+// the events that crashed so), dead-letter notices of one DLQ and
+// notifications of the same alarm become one card with their count and
+// time span, and all cards of one invocation are pushed together, at most
+// 5 messages per push (LINE's limit). With a paging ledger (WithLedger)
+// that holds across invocations: one card per problem per window, the rest
+// in a digest the sweep sends when the window has passed (ledger.go). Each
+// push carries a retry key derived from the SNS message IDs behind it and
+// the operator, so a redelivered batch makes LINE answer 409 instead of
+// notifying twice.
 package alert
 
 import (
@@ -25,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,14 +53,19 @@ type pusher interface {
 // Metric names reported through WithMetrics (docs/metrics.md lists every
 // metric of every function).
 const (
-	MetricRecords      = "AlertRecordsReceived"    // ops messages received
-	MetricMalformed    = "AlertRecordsMalformed"   // records skipped as unreadable
-	MetricAlarms       = "AlertAlarmCardsRendered" // alarm cards rendered (one per alarm per batch)
-	MetricCrashes      = "AlertCrashCardsRendered" // crash cards rendered (one per stack signature per batch)
-	MetricTextFallback = "AlertCardFallbacks"      // cards replaced by plain text (too big)
-	MetricPushes       = "AlertPushesSent"         // successful pushes
-	MetricPushErrors   = "AlertPushesFailed"       // failed pushes
-	MetricPushDuration = "AlertPushLatency"        // duration of one push
+	MetricRecords      = "AlertRecordsReceived"         // ops messages received
+	MetricMalformed    = "AlertRecordsMalformed"        // records skipped as unreadable
+	MetricAlarms       = "AlertAlarmCardsRendered"      // alarm cards rendered (one per alarm per batch)
+	MetricCrashes      = "AlertCrashCardsRendered"      // crash cards rendered (one per stack signature per batch)
+	MetricTextFallback = "AlertCardFallbacks"           // cards replaced by plain text (too big)
+	MetricPushes       = "AlertPushesSent"              // successful pushes
+	MetricPushErrors   = "AlertPushesFailed"            // failed pushes
+	MetricPushDuration = "AlertPushLatency"             // duration of one push
+	MetricDeadLetters  = "AlertDeadLetterCardsRendered" // dead-letter cards rendered (one per DLQ per batch)
+	MetricHeld         = "AlertReportsHeld"             // reports held by the ledger for a digest
+	MetricDigests      = "AlertDigestCardsRendered"     // digest cards the sweep rendered
+	MetricLedgerErrors = "AlertLedgerFailures"          // ledger reads or writes that failed (paged unsuppressed)
+	MetricUnannounced  = "AlertDeadLettersUnannounced"  // dead letters the sweep found with no notice
 )
 
 // ErrNoOperators is returned by New when there is nobody to notify.
@@ -91,6 +101,35 @@ type Notifier struct {
 	signer    *postback.Signer
 	buttonTTL time.Duration
 	dlqs      []string
+	ledger    *ledger       // nil: coalescing per invocation only
+	sweepQ    queueDepth    // the DLQs' depths for Sweep; nil: none
+	sweepDLQs []string      // their URLs
+	grace     time.Duration // how long a depth must disagree with the notices before it counts
+	now       func() time.Time
+}
+
+// WithLedger keeps the paging ledger in store (the idempotency table):
+// one card per ledger key and window, the rest held for the digest that
+// Sweep sends once the window has passed (window <= 0: DefaultWindow).
+func WithLedger(store LedgerStore, window time.Duration) Option {
+	return func(n *Notifier) {
+		if store == nil {
+			return
+		}
+		if window <= 0 {
+			window = DefaultWindow
+		}
+		n.ledger = &ledger{store: store, window: window}
+	}
+}
+
+// WithClock sets the notifier's clock (the ledger's windows; tests).
+func WithClock(now func() time.Time) Option {
+	return func(n *Notifier) {
+		if now != nil {
+			n.now = now
+		}
+	}
 }
 
 // KindHeld is the linegate-kind attribute value of the worker's notice
@@ -159,6 +198,7 @@ func New(p pusher, operators []string, opts ...Option) (*Notifier, error) {
 		log:       slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 		metrics:   telemetry.Discard,
 		flexLimit: MaxFlexBytes,
+		now:       time.Now,
 	}
 	seen := map[string]bool{}
 	for _, id := range operators {
@@ -179,6 +219,9 @@ func New(p pusher, operators []string, opts ...Option) (*Notifier, error) {
 	}
 	for _, opt := range opts {
 		opt(n)
+	}
+	if n.ledger != nil {
+		n.ledger.now = n.now
 	}
 	if n.region != "" && !regionRE.MatchString(n.region) {
 		return nil, fmt.Errorf("alert: region %q is not an AWS region name", n.region)
@@ -261,7 +304,7 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SNSEvent) error {
 			n.skip(ctx, i, rec.SNS.MessageID, err)
 			continue
 		}
-		in = append(in, inbound{msg: m})
+		in = append(in, inbound{msg: m, record: "sns:" + m.id})
 	}
 	_, err := n.deliver(ctx, in, len(ev.Records))
 	return err
@@ -273,13 +316,108 @@ func (n *Notifier) skip(ctx context.Context, i int, id string, err error) {
 	n.log.ErrorContext(ctx, "alert: skipping unreadable record", "record", i, "messageId", id, "error", err.Error())
 }
 
-// deliver coalesces the readable messages of one invocation, renders a card
+// deliver coalesces the readable messages of one invocation, lets the
+// ledger (when there is one) decide which groups page now, renders a card
 // per group and pushes the cards to every operator. It returns the records
-// behind cards some push failed for, and the push failures joined.
+// behind cards some push failed for, and the push failures joined; a card
+// that failed is taken back from the ledger, so its retry pages again.
 func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[string]bool, error) {
+	groups, adms := n.admit(ctx, in)
+	if len(groups) == 0 {
+		if records > 0 && len(in) == 0 {
+			n.log.WarnContext(ctx, "alert: no readable record; nothing pushed", "records", records)
+		}
+		return nil, nil
+	}
+	failed, err := n.pushGroups(ctx, groups, records)
+	n.undo(ctx, adms, failed)
+	return failed, err
+}
+
+// admit coalesces in and, with a ledger, keeps the groups that page now
+// (the rest are held or folded, and their records done). Without a ledger,
+// or when it cannot be read or written, every group pages.
+func (n *Notifier) admit(ctx context.Context, in []inbound) ([]*group, []*admitted) {
+	if n.ledger == nil || len(in) == 0 {
+		return coalesce(in), nil
+	}
+	var out []*group
+	var adms []*admitted
+	held := 0
+	err := n.ledger.update(ctx, func(st *ledgerState) error {
+		out, adms, held = nil, nil, 0
+		now := n.ledger.now()
+		var fresh []inbound
+		var ids []string
+		for _, x := range in {
+			if !st.seen(x.msg.id) {
+				fresh = append(fresh, x)
+				ids = append(ids, x.msg.id)
+			}
+		}
+		for _, g := range coalesce(fresh) {
+			for q, c := range g.dlqs {
+				st.dlq(q).Expected += c
+			}
+			v, a := n.ledger.decide(st, g, now)
+			switch v {
+			case pageNow:
+				out, adms = append(out, g), append(adms, a)
+			default:
+				held += g.count
+			}
+		}
+		st.remember(slices.Compact(ids)...)
+		st.prune(now, n.ledger.window)
+		return nil
+	})
+	if err != nil {
+		n.metrics.Count(MetricLedgerErrors, 1)
+		n.log.ErrorContext(ctx, "alert: paging ledger unavailable: paging every group", "error", err.Error())
+		return coalesce(in), nil
+	}
+	if held > 0 {
+		n.metrics.Count(MetricHeld, float64(held))
+		n.log.InfoContext(ctx, "alert: reports held for the window's digest", "held", held)
+	}
+	return out, adms
+}
+
+// undo takes the admitted groups whose push failed back from the ledger.
+func (n *Notifier) undo(ctx context.Context, adms []*admitted, failed map[string]bool) {
+	var back []*admitted
+	for _, a := range adms {
+		if a != nil && slices.ContainsFunc(a.g.records, func(r string) bool { return failed[r] }) {
+			back = append(back, a)
+		}
+	}
+	if len(back) == 0 || n.ledger == nil {
+		return
+	}
+	err := n.ledger.update(context.WithoutCancel(ctx), func(st *ledgerState) error {
+		for _, a := range back {
+			st.undo(a)
+			st.forget(a.g.ids...)
+			for q, c := range a.g.dlqs {
+				st.dlq(q).Expected -= c
+			}
+			if a.g.msg.unannounced != nil {
+				st.dlq(a.g.msg.unannounced.Queue).Expected -= a.g.msg.unannounced.Count
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		n.metrics.Count(MetricLedgerErrors, 1)
+		n.log.ErrorContext(ctx, "alert: a failed card was not taken back from the ledger: its reports wait for the digest", "error", err.Error())
+	}
+}
+
+// pushGroups renders a card per group and pushes the cards to every operator.
+func (n *Notifier) pushGroups(ctx context.Context, groups []*group, records int) (map[string]bool, error) {
 	var msgs []rendered
 	heldOnly := true
-	for _, g := range coalesce(in) {
+	for _, g := range groups {
 		m, fallback := n.render(g)
 		if fallback {
 			n.metrics.Count(MetricTextFallback, 1)
@@ -287,19 +425,17 @@ func (n *Notifier) deliver(ctx context.Context, in []inbound, records int) (map[
 				"messageId", g.msg.id, "kind", g.msg.kind())
 		}
 		switch {
+		case g.digest:
+			n.metrics.Count(MetricDigests, 1)
 		case g.msg.alarm != nil:
 			n.metrics.Count(MetricAlarms, 1)
 		case g.msg.crash != nil:
 			n.metrics.Count(MetricCrashes, 1)
+		case g.msg.deadLetter != nil, g.msg.unannounced != nil:
+			n.metrics.Count(MetricDeadLetters, 1)
 		}
 		heldOnly = heldOnly && g.msg.held != nil
 		msgs = append(msgs, rendered{id: strings.Join(g.ids, "\x00"), records: g.records, msg: m})
-	}
-	if len(msgs) == 0 {
-		if records > 0 {
-			n.log.WarnContext(ctx, "alert: no readable record; nothing pushed", "records", records)
-		}
-		return nil, nil
 	}
 	return n.send(ctx, msgs, heldOnly, records)
 }

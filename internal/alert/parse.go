@@ -26,19 +26,33 @@ var regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 // stateChangeLayout is CloudWatch's StateChangeTime ("2017-01-12T16:30:42.236+0000").
 const stateChangeLayout = "2006-01-02T15:04:05.000-0700"
 
-// opsMessage is one readable SNS record: exactly one of alarm and crash is set.
+// opsMessage is one readable SNS record (or a finding of the notifier's
+// own sweep): exactly one of alarm, crash, deadLetter, held and
+// unannounced is set.
 type opsMessage struct {
-	id       string // SNS MessageId, or a hash of the body when there is none
-	alarm    *events.CloudWatchAlarmSNSPayload
-	crash    *crash.Report
-	held     *heldNotice
-	when     time.Time // state change or crash time
-	region   string    // from the alarm ARN or the crash report; may be empty
-	topicReg string    // from the topic ARN; may be empty
+	id          string // SNS MessageId, or a hash of the body when there is none
+	alarm       *events.CloudWatchAlarmSNSPayload
+	crash       *crash.Report
+	deadLetter  *crash.DeadLetter
+	held        *heldNotice
+	unannounced *unannounced
+	when        time.Time // state change, crash or dead-letter time
+	region      string    // from the alarm ARN or the crash report; may be empty
+	topicReg    string    // from the topic ARN; may be empty
 }
 
 // heldNotice is the worker's notice that results are held (pkg/held).
 type heldNotice struct{ text string }
+
+// unannounced is what the sweep found in a DLQ without a dead-letter
+// notice: messages SQS moved there after maxReceiveCount receives (an
+// invocation that crashed or timed out on its last receive) or that
+// EventBridge could not deliver to their queue.
+type unannounced struct {
+	Queue string `json:"queue"`
+	Count int    `json:"count"`
+	Depth int    `json:"depth"`
+}
 
 func (m opsMessage) kind() string {
 	switch {
@@ -46,6 +60,10 @@ func (m opsMessage) kind() string {
 		return "alarm"
 	case m.held != nil:
 		return "held"
+	case m.deadLetter != nil:
+		return "dead-letter"
+	case m.unannounced != nil:
+		return "unannounced"
 	}
 	return "crash"
 }
@@ -72,6 +90,16 @@ func parseRecord(rec events.SNSEventRecord) (opsMessage, error) {
 		m.crash = &r
 		m.when = r.Time
 		m.region = r.Region
+		return m, nil
+	case tagged && kind == crash.KindDeadLetter:
+		d, err := crash.ParseDeadLetter([]byte(rec.SNS.Message))
+		if err != nil {
+			return opsMessage{}, fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		d.Error = crash.Scrub(d.Error) // the notice may come from an older or foreign worker
+		m.deadLetter = &d
+		m.when = d.Time
+		m.region = d.Region
 		return m, nil
 	case tagged && kind == KindHeld:
 		m.held = &heldNotice{text: rec.SNS.Message}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/postback"
 	"github.com/linegate/linegate/internal/telemetry"
 )
@@ -60,8 +61,16 @@ func (n *Notifier) render(g *group) (msg messaging_api.MessageInterface, fallbac
 		c = n.alarmCard(m)
 	case m.held != nil:
 		c = n.heldCard(m)
+	case m.deadLetter != nil:
+		c = n.deadLetterCard(m)
+	case m.unannounced != nil:
+		c = n.unannouncedCard(m)
 	default:
 		c = n.crashCard(m)
+	}
+	if g.digest {
+		c.alt = truncateUTF16(oneLine(fmt.Sprintf("[%s] %s: Still happening: %s", c.badge, c.title, c.headline)), MaxAltText)
+		c.headline = truncateUTF16("Still happening: "+c.headline, maxError)
 	}
 	return n.lay(n.withCount(c, g))
 }
@@ -133,6 +142,90 @@ func (n *Notifier) heldCard(m opsMessage) card {
 	return c
 }
 
+// deadLetterCard says which event went to which DLQ and why, with Redrive
+// (when the notifier may offer it for that queue) and Acknowledge.
+func (n *Notifier) deadLetterCard(m opsMessage) card {
+	d := m.deadLetter
+	c := card{
+		badge:    "DEAD LETTER",
+		color:    colorAlarm,
+		title:    truncateUTF16(oneLine(d.Queue), maxTitle),
+		headline: truncateUTF16(strings.TrimSpace(orText(d.Error, "failed: "+d.Reason)), maxError),
+		detail:   truncateUTF16(reasonText(d.Reason), maxReason),
+	}
+	add := func(label, value string) {
+		if v := strings.TrimSpace(value); v != "" {
+			c.rows = append(c.rows, field{label, truncateUTF16(oneLine(v), maxValue)})
+		}
+	}
+	add("Event", d.EventType)
+	add("Event ID", d.WebhookEventID)
+	add("Reason", d.Reason)
+	add("From", d.Source)
+	if d.ReceiveCount > 0 {
+		add("Receives", strconv.Itoa(d.ReceiveCount))
+	}
+	add("Time", n.formatTime(m.when))
+	for _, f := range d.Frames {
+		if len(c.stack) == maxFrames*2 {
+			break
+		}
+		fn, loc, _ := strings.Cut(f, " ")
+		c.stack = append(c.stack, truncateUTF16(fn, maxFrameLine), "  "+truncateUTF16(loc, maxFrameLine))
+	}
+	c.buttons = n.dlqButtons(c.buttons, d.Queue)
+	c.alt = truncateUTF16(oneLine(fmt.Sprintf("[DEAD LETTER] %s: %s", d.Queue, c.headline)), MaxAltText)
+	return c
+}
+
+// unannouncedCard tells of messages the sweep found in a DLQ that no
+// worker announced.
+func (n *Notifier) unannouncedCard(m opsMessage) card {
+	u := m.unannounced
+	c := card{
+		badge:    "DEAD LETTER",
+		color:    colorAlarm,
+		title:    truncateUTF16(oneLine(u.Queue), maxTitle),
+		headline: fmt.Sprintf("%d message(s) reached the DLQ with no notice from the worker (it holds %d).", u.Count, u.Depth),
+		detail: "SQS moved them after the queue's maxReceiveCount receives (an invocation that crashed or timed out on its " +
+			"last receive), or EventBridge could not deliver them to their work queue. Find them in the logs by " +
+			"webhookEventId; fix, deploy, then redrive.",
+	}
+	c.rows = append(c.rows, field{"Time", n.formatTime(m.when)})
+	c.buttons = n.dlqButtons(c.buttons, u.Queue)
+	c.alt = truncateUTF16(oneLine(fmt.Sprintf("[DEAD LETTER] %s: %s", u.Queue, c.headline)), MaxAltText)
+	return c
+}
+
+// dlqButtons adds Redrive (when the stack lets the notifier offer it for
+// queue) and Acknowledge.
+func (n *Notifier) dlqButtons(bs []button, queue string) []button {
+	if slices.Contains(n.dlqs, queue) {
+		bs = n.sign(bs, "Redrive", postback.Redrive, queue)
+	}
+	return n.sign(bs, "Acknowledge", postback.Ack, queue)
+}
+
+// reasonText explains a dead-letter reason to the operator.
+func reasonText(reason string) string {
+	switch reason {
+	case "permanent":
+		return "The handler failed for good (bot.Permanent, or LINE refused the request as invalid): it was not retried."
+	case "malformed":
+		return "The record could not be decoded: retrying could never help."
+	case "retries-exhausted":
+		return "The handler failed on every receive the queue allows."
+	}
+	return ""
+}
+
+func orText(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
 // sign adds a button whose data the stack signed; without a signer (no
 // CHATOPS_KEY) or when the data would not fit, the card goes without it.
 func (n *Notifier) sign(bs []button, label, action, target string) []button {
@@ -197,9 +290,9 @@ func (n *Notifier) crashCard(m opsMessage) card {
 // text that is not a Go stack shows its first lines.
 func stackLines(stack string) []string {
 	var out []string
-	if frames := topFrames(stack, maxFrames); len(frames) > 0 {
+	if frames := crash.TopFrames(stack, maxFrames); len(frames) > 0 {
 		for _, f := range frames {
-			out = append(out, truncateUTF16(f.fn, maxFrameLine), "  "+truncateUTF16(f.loc, maxFrameLine))
+			out = append(out, truncateUTF16(f.Func, maxFrameLine), "  "+truncateUTF16(f.Loc, maxFrameLine))
 		}
 		return out
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/postback"
+	"github.com/linegate/linegate/internal/template"
 	"github.com/linegate/linegate/internal/testmetrics"
 	"github.com/linegate/linegate/pkg/bot"
 )
@@ -92,6 +95,11 @@ func TestInterceptActsOnlyForOperatorsOnSignedData(t *testing.T) {
 		{"another stack's key", user(operator), foreign},
 		{"expired", user(operator), old},
 		{"altered", user(operator), strings.Replace(good, "silence", "redrive", 1)},
+		// A MAC compared as a prefix would let these through.
+		{"empty MAC", user(operator), good[:strings.LastIndexByte(good, '.')+1]},
+		{"truncated MAC", user(operator), good[:len(good)-1]},
+		{"MAC of one character", user(operator), good[:strings.LastIndexByte(good, '.')+2]},
+		{"MAC with more after it", user(operator), good + "A"},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,8 +187,8 @@ func (f *fakeSchedules) CreateSchedule(_ context.Context, in *scheduler.CreateSc
 	return &scheduler.CreateScheduleOutput{}, f.err
 }
 
-// In AWS a silence disables the alarm's actions and schedules, once, their
-// re-enabling with the silence role, under the stack's prefix.
+// In AWS a silence schedules, once, the re-enabling of the alarm's actions
+// with the silence role, under the stack's prefix, and then disables them.
 func TestCloudWatchSilencer(t *testing.T) {
 	al, sc := &fakeAlarms{}, &fakeSchedules{}
 	s := chatops.CloudWatchSilencer{Alarms: al, Schedules: sc, RoleARN: "arn:aws:iam::1:role/silence", Prefix: "linegate-silence"}
@@ -196,8 +204,164 @@ func TestCloudWatchSilencer(t *testing.T) {
 		aws.ToString(in.Target.Input) != `{"AlarmNames":["linegate-interactive-dlq"]}` || in.ActionAfterCompletion != "DELETE" {
 		t.Fatalf("disabled %v, schedule %+v target %+v", al.disabled, in, in.Target)
 	}
-	sc.err = errors.New("throttled")
-	if err := s.Silence(context.Background(), "x", until); err == nil || !strings.Contains(err.Error(), "enable them in the console") {
-		t.Fatalf("err %v", err)
+}
+
+// calls records the order of the silencer's two calls.
+type orderedCalls struct {
+	log        []string
+	disableErr error
+	createErr  error
+}
+
+func (o *orderedCalls) DisableAlarmActions(_ context.Context, in *cloudwatch.DisableAlarmActionsInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.DisableAlarmActionsOutput, error) {
+	o.log = append(o.log, "disable "+strings.Join(in.AlarmNames, ","))
+	return &cloudwatch.DisableAlarmActionsOutput{}, o.disableErr
+}
+
+func (o *orderedCalls) CreateSchedule(_ context.Context, in *scheduler.CreateScheduleInput, _ ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error) {
+	o.log = append(o.log, "schedule "+aws.ToString(in.Name))
+	return &scheduler.CreateScheduleOutput{}, o.createErr
+}
+
+// The re-enabling schedule exists before anything is disabled: when it
+// cannot be created nothing is muted; when the disable fails the schedule
+// enables what is enabled, and the operator is told.
+func TestSilenceSchedulesBeforeDisabling(t *testing.T) {
+	until := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name                  string
+		createErr, disableErr error
+		wantLog               []string
+		wantErr               string
+	}{
+		{"both succeed", nil, nil, []string{"schedule", "disable"}, ""},
+		{"the schedule cannot be created", errors.New("ServiceQuotaExceededException"), nil, []string{"schedule"}, "nothing was silenced"},
+		{"the disable fails", nil, errors.New("AccessDenied"), []string{"schedule", "disable"}, "nothing was silenced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &orderedCalls{createErr: tt.createErr, disableErr: tt.disableErr}
+			s := chatops.CloudWatchSilencer{Alarms: o, Schedules: o, RoleARN: "arn:aws:iam::1:role/silence", Prefix: "lgs-x"}
+			err := s.Silence(context.Background(), "linegate-webhook-errors", until)
+			var verbs []string
+			for _, l := range o.log {
+				verbs = append(verbs, strings.Fields(l)[0])
+			}
+			if strings.Join(verbs, ",") != strings.Join(tt.wantLog, ",") {
+				t.Fatalf("calls %v, want %v", o.log, tt.wantLog)
+			}
+			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// Every legal stack name (CloudFormation allows 128 characters) gives each
+// alarm a schedule name within Scheduler's 64 characters of [0-9a-zA-Z-_.],
+// unique per alarm, under the prefix the worker is granted.
+func TestScheduleNamesFitEveryStackName(t *testing.T) {
+	stack := "a" + strings.Repeat("b1-", 42) + "z"
+	if len(stack) != 128 {
+		t.Fatalf("stack name of %d characters", len(stack))
+	}
+	top, err := template.Load("../../template.yaml", map[string]string{"OperatorLineIds": operator}, template.WithStackName(stack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prefix string
+	for _, f := range top.Functions {
+		if p, ok := f.Env["CHATOPS_SCHEDULE_PREFIX"]; ok {
+			prefix = p
+		}
+	}
+	if prefix == "" || len(prefix) > 40 {
+		t.Fatalf("CHATOPS_SCHEDULE_PREFIX %q: want one of at most 40 characters", prefix)
+	}
+	valid := regexp.MustCompile(`^[0-9A-Za-z_.-]{1,64}$`)
+	until := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	seen := map[string]string{}
+	for _, a := range top.Alarms {
+		if !strings.HasPrefix(a.Name, stack+"-") {
+			t.Fatalf("alarm %s is not named after the stack", a.Name)
+		}
+		name := chatops.ScheduleName(prefix, a.Name, until)
+		if !valid.MatchString(name) || !strings.HasPrefix(name, prefix+"-") {
+			t.Errorf("%s: schedule name %q (%d characters)", a.Name, name, len(name))
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s and %s share the schedule name %s", a.Name, other, name)
+		}
+		seen[name] = a.Name
+	}
+	// A prefix someone made longer still fits, and still tells stacks apart.
+	long := chatops.ScheduleName(stack+"-silence", top.Alarms[0].Name, until)
+	other := chatops.ScheduleName(stack[:127]+"y-silence", top.Alarms[0].Name, until)
+	if len(long) > chatops.MaxScheduleName || !valid.MatchString(long) || long == other {
+		t.Errorf("long prefixes: %q and %q", long, other)
+	}
+}
+
+// Every alarm of the template is in the Silence grant: the worker may
+// disable its actions and the silence role may enable them again (the two
+// share one list, &StackAlarms).
+func TestEveryAlarmIsInTheSilenceGrant(t *testing.T) {
+	data, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := template.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources := doc["Resources"].(map[string]any)
+	granted := map[string]map[string]bool{} // action -> alarm names (after "alarm:")
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if act, ok := x["Action"].(string); ok && (act == "cloudwatch:DisableAlarmActions" || act == "cloudwatch:EnableAlarmActions") {
+				res, _ := x["Resource"].([]any)
+				for _, r := range res {
+					sub, _ := r.(map[string]any)["Fn::Sub"].(string)
+					if _, name, ok := strings.Cut(sub, ":alarm:"); ok {
+						if granted[act] == nil {
+							granted[act] = map[string]bool{}
+						}
+						granted[act][name] = true
+					}
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(resources)
+	alarms := 0
+	for id, r := range resources {
+		m := r.(map[string]any)
+		if m["Type"] != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		alarms++
+		name, _ := m["Properties"].(map[string]any)["AlarmName"].(map[string]any)["Fn::Sub"].(string)
+		for _, act := range []string{"cloudwatch:DisableAlarmActions", "cloudwatch:EnableAlarmActions"} {
+			if !granted[act][name] {
+				t.Errorf("alarm %s (%s) is not in the %s grant", id, name, act)
+			}
+		}
+	}
+	if alarms < 25 || len(granted) != 2 {
+		t.Fatalf("%d alarms, grants %v", alarms, granted)
+	}
+	for act, names := range granted {
+		if len(names) != alarms {
+			t.Errorf("%s covers %d names for %d alarms", act, len(names), alarms)
+		}
 	}
 }

@@ -113,6 +113,20 @@ func (r *reader) int(name string, def, lo, hi int64) int64 {
 	return n
 }
 
+// duration reads a Go duration ("15m", "900ms") from lo to hi.
+func (r *reader) duration(name string, def, lo, hi time.Duration) time.Duration {
+	v := strings.TrimSpace(r.env(name))
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		r.problem("%s must be a duration from %v to %v (such as 15m), got %q", name, lo, hi, v)
+		return def
+	}
+	return d
+}
+
 func (r *reader) millis(name string, def, lo, hi int64) time.Duration {
 	return time.Duration(r.int(name, def, lo, hi)) * time.Millisecond
 }
@@ -218,12 +232,35 @@ type Notifier struct {
 	Paging
 	AccessToken Secret // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (Auth.AccessToken)
 	APIBaseURL  string // LINE_API_BASE_URL (Auth.APIBaseURL)
+	// StateTable (ALERT_STATE_TABLE) is the table of the paging ledger, the
+	// idempotency table; "" pages without one (per invocation only).
+	StateTable string
+	// Window (ALERT_WINDOW, default 15m) is the coalescing window: one card
+	// per problem per window, the rest in the window's digest.
+	Window time.Duration
+	// DLQs (ALERT_DLQS, comma-separated queue URLs) are the dead-letter
+	// queues the sweep compares with the dead-letter notices.
+	DLQs []string
+	// Grace (ALERT_SWEEP_GRACE, default 3m) is how long a DLQ's depth must
+	// disagree with the notices before the sweep acts on it.
+	Grace time.Duration
 }
 
 // LoadNotifier reads and validates the notifier's configuration.
 func LoadNotifier(env Getenv) (Notifier, error) {
 	r := reader{env: env}
-	c := Notifier{Paging: r.paging("the LINE user or group IDs that receive alerts, comma-separated")}
+	c := Notifier{
+		Paging:     r.paging("the LINE user or group IDs that receive alerts, comma-separated"),
+		StateTable: r.str("ALERT_STATE_TABLE", ""),
+		Window:     r.duration("ALERT_WINDOW", 15*time.Minute, time.Millisecond, 24*time.Hour),
+		Grace:      r.duration("ALERT_SWEEP_GRACE", 3*time.Minute, time.Millisecond, 24*time.Hour),
+	}
+	for _, u := range strings.Split(r.env("ALERT_DLQS"), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			r.url("ALERT_DLQS", u)
+			c.DLQs = append(c.DLQs, u)
+		}
+	}
 	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	return c, r.err()
 }

@@ -133,3 +133,43 @@ func TestWorkerHours(t *testing.T) {
 		})
 	}
 }
+
+// The notifier's paging: the ledger's table, the window, the DLQs the
+// sweep watches and its grace; bad values are named.
+func TestNotifierPaging(t *testing.T) {
+	const user = "U0123456789abcdef0123456789abcdef"
+	base := map[string]string{"LINE_CHANNEL_ACCESS_TOKEN_PARAM": "/p", "OPERATOR_LINE_IDS": user}
+	with := func(kv ...string) Getenv {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return envOf(m)
+	}
+	n, err := LoadNotifier(with())
+	if err != nil || n.Window != 15*time.Minute || n.Grace != 3*time.Minute || n.StateTable != "" || n.DLQs != nil {
+		t.Fatalf("defaults %+v %v", n, err)
+	}
+	n, err = LoadNotifier(with("ALERT_STATE_TABLE", "linegate-IdempotencyTable", "ALERT_WINDOW", "15s", "ALERT_SWEEP_GRACE", "3s",
+		"ALERT_DLQS", " https://sqs.ap-northeast-1.amazonaws.com/1/a.fifo ,https://sqs.ap-northeast-1.amazonaws.com/1/b,"))
+	if err != nil || n.Window != 15*time.Second || n.Grace != 3*time.Second || n.StateTable != "linegate-IdempotencyTable" || len(n.DLQs) != 2 {
+		t.Fatalf("%+v %v", n, err)
+	}
+	tests := []struct{ name, key, value string }{
+		{"window not a duration", "ALERT_WINDOW", "15"},
+		{"window of nothing", "ALERT_WINDOW", "0s"},
+		{"window over a day", "ALERT_WINDOW", "25h"},
+		{"grace negative", "ALERT_SWEEP_GRACE", "-1m"},
+		{"a DLQ that is no URL", "ALERT_DLQS", "linegate-InteractiveDLQ"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := LoadNotifier(with(tt.key, tt.value)); err == nil || !strings.Contains(err.Error(), tt.key) {
+				t.Fatalf("err %v, want it to name %s", err, tt.key)
+			}
+		})
+	}
+}

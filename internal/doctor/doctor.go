@@ -21,11 +21,15 @@ import (
 type Status string
 
 // The verdicts. Only Fail makes Run's report fail: Skip is a check that
-// cannot be made against the target (LINE has no API for redelivery).
+// cannot be made against the target (LINE has no API for redelivery), Warn
+// one that found something advised missing.
 const (
 	Pass Status = "PASS"
 	Fail Status = "FAIL"
 	Skip Status = "SKIP"
+	// Warn is a check that found something strongly advised missing (no
+	// AlertEmail); it does not fail the report.
+	Warn Status = "WARN"
 )
 
 // Result is one check's outcome.
@@ -51,11 +55,12 @@ type Alarm struct {
 	ActionsMuted bool   `json:"silenced"` // as /_local/alarms reports it
 }
 
-// Subscription is one subscriber of the ops topic.
+// Subscription is one subscriber of the ops or the escalation topic.
 type Subscription struct {
 	Protocol string // lambda, email, sqs, ...
 	Endpoint string
 	Pending  bool // an email subscription not confirmed yet
+	Filtered bool // a filter policy limits what it gets (known locally)
 }
 
 // Target is a deployment to check: a linegate local or a stack.
@@ -72,9 +77,15 @@ type Target interface {
 	// PostSigned signs a verify body ("events": []) with the configured
 	// channel secret, posts it to the webhook and returns the status.
 	PostSigned(ctx context.Context) (int, error)
+	// DLQs are the target's dead-letter queues, found where the template
+	// or AWS defines them (redrive policies, rule targets' dead-letter
+	// configs), with their depth.
 	DLQs(ctx context.Context) ([]Queue, error)
 	Alarms(ctx context.Context) ([]Alarm, error)
 	OpsSubscriptions(ctx context.Context) ([]Subscription, error)
+	// EscalationSubscriptions are the escalation topic's subscribers: the
+	// AlertEmail address the alert path's own alarms reach outside LINE.
+	EscalationSubscriptions(ctx context.Context) ([]Subscription, error)
 }
 
 // Run makes every check against t, in order.
@@ -82,7 +93,7 @@ func Run(ctx context.Context, t Target) []Result {
 	var out []Result
 	out = append(out, webhookChecks(ctx, t)...)
 	out = append(out, redelivery(ctx, t), botInfo(ctx, t), signedBody(ctx, t), quota(ctx, t))
-	out = append(out, dlqs(ctx, t), alarms(ctx, t), subscriptions(ctx, t))
+	out = append(out, dlqs(ctx, t), alarms(ctx, t), subscriptions(ctx, t), alertEmail(ctx, t))
 	return out
 }
 
@@ -279,6 +290,38 @@ func subscriptions(ctx context.Context, t Target) Result {
 		r.Fix = "open the confirmation email SNS sent to AlertEmail and confirm: held-result notices reach you only by email when LINE cannot carry them"
 	default:
 		r.Status, r.Detail = Pass, fmt.Sprintf("%d subscription(s): %s", len(subs), strings.Join(seen, ", "))
+	}
+	return r
+}
+
+// alertEmail warns when no email address hears the escalation topic: when
+// LINE refuses the notifier (a revoked token, the quota spent), the alert
+// path's own alarms would reach nobody.
+func alertEmail(ctx context.Context, t Target) Result {
+	r := Result{Check: "alert email"}
+	subs, err := t.EscalationSubscriptions(ctx)
+	if err != nil {
+		return unreadable(r, err)
+	}
+	var confirmed, pending []string
+	for _, s := range subs {
+		switch {
+		case s.Protocol != "email" || s.Filtered:
+		case s.Pending:
+			pending = append(pending, s.Endpoint)
+		default:
+			confirmed = append(confirmed, s.Endpoint)
+		}
+	}
+	switch {
+	case len(pending) > 0:
+		r.Status, r.Detail = Fail, "escalation email not confirmed: "+strings.Join(pending, ", ")
+		r.Fix = "open the confirmation email SNS sent to AlertEmail and confirm: until then the alert path's own failures reach nobody"
+	case len(confirmed) == 0:
+		r.Status, r.Detail = Warn, "no AlertEmail: when LINE refuses the notifier (a revoked token, the quota spent), its alarms reach nobody"
+		r.Fix = "strongly advised: deploy with AlertEmail=you@example.com (`linegate local`: ALERT_EMAIL=...), then confirm SNS's email"
+	default:
+		r.Status, r.Detail = Pass, "the escalation topic emails "+strings.Join(confirmed, ", ")+" with no filter"
 	}
 	return r
 }

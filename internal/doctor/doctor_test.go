@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -21,10 +24,29 @@ import (
 	"github.com/linegate/linegate/internal/stack"
 )
 
-type depths map[string]string
+// fakeQueues answers GetQueueAttributes for the queues it knows: their
+// ARN, redrive policy and depth.
+type fakeQueues map[string]fakeQueue // by URL
 
-func (d depths) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"ApproximateNumberOfMessages": d[aws.ToString(in.QueueUrl)]}}, nil
+type fakeQueue struct{ arn, redrive, depth string }
+
+func (f fakeQueues) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	q, ok := f[aws.ToString(in.QueueUrl)]
+	if !ok {
+		return nil, errors.New("AWS.SimpleQueueService.NonExistentQueue")
+	}
+	attrs := map[string]string{"QueueArn": q.arn, "ApproximateNumberOfMessages": q.depth}
+	if q.redrive != "" {
+		attrs["RedrivePolicy"] = q.redrive
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: attrs}, nil
+}
+
+// fakeRules answers ListTargetsByRule: the targets of each "bus|rule".
+type fakeRules map[string][]ebtypes.Target
+
+func (f fakeRules) ListTargetsByRule(_ context.Context, in *eventbridge.ListTargetsByRuleInput, _ ...func(*eventbridge.Options)) (*eventbridge.ListTargetsByRuleOutput, error) {
+	return &eventbridge.ListTargetsByRuleOutput{Targets: f[aws.ToString(in.EventBusName)+"|"+aws.ToString(in.Rule)]}, nil
 }
 
 type alarmList []cwtypes.MetricAlarm
@@ -71,15 +93,26 @@ func stackTarget(t *testing.T, dlqDepth, configuredSecret string, subs subList) 
 	api := httptest.NewServer(line)
 	t.Cleanup(api.Close)
 	info := &stack.Stack{Name: "linegate", Outputs: map[string]string{
-		"WebhookUrl":        hook.URL + "/prod/webhook",
-		"OpsTopicArn":       "arn:aws:sns:ap-northeast-1:1:linegate-OpsTopic-X",
-		"InteractiveDLQUrl": "https://sqs/1/linegate-InteractiveDLQ-ABC",
-		"BackgroundDLQUrl":  "https://sqs/1/linegate-BackgroundDLQ-DEF",
+		"WebhookUrl":         hook.URL + "/prod/webhook",
+		"OpsTopicArn":        "arn:aws:sns:ap-northeast-1:1:linegate-OpsTopic-X",
+		"EscalationTopicArn": "arn:aws:sns:ap-northeast-1:1:linegate-EscalationTopic-X",
+	}, Resources: map[string]stack.Resource{
+		"InteractiveQueue": {Type: "AWS::SQS::Queue", PhysicalID: "https://sqs/1/linegate-InteractiveQueue-ABC"},
+		"InteractiveDLQ":   {Type: "AWS::SQS::Queue", PhysicalID: "https://sqs/1/linegate-InteractiveDLQ-ABC"},
+		"BackgroundDLQ":    {Type: "AWS::SQS::Queue", PhysicalID: "https://sqs/1/linegate-BackgroundDLQ-DEF"},
+		"BackgroundRule":   {Type: "AWS::Events::Rule", PhysicalID: "linegate-bus|background"},
 	}}
 	return Stack{
 		Info: info, LINE: lineapi.New("t", lineapi.WithBaseURL(api.URL), lineapi.WithMaxAttempts(1), lineapi.WithLogger(quietLogger())),
 		Secret: func(context.Context) (string, error) { return configuredSecret, nil },
-		SQS:    depths{"https://sqs/1/linegate-InteractiveDLQ-ABC": dlqDepth, "https://sqs/1/linegate-BackgroundDLQ-DEF": "0"},
+		SQS: fakeQueues{
+			"https://sqs/1/linegate-InteractiveQueue-ABC": {arn: "arn:aws:sqs:x:1:linegate-InteractiveQueue-ABC",
+				redrive: `{"deadLetterTargetArn":"arn:aws:sqs:x:1:linegate-InteractiveDLQ-ABC","maxReceiveCount":5}`},
+			"https://sqs/1/linegate-InteractiveDLQ-ABC": {arn: "arn:aws:sqs:x:1:linegate-InteractiveDLQ-ABC", depth: dlqDepth},
+			"https://sqs/1/linegate-BackgroundDLQ-DEF":  {arn: "arn:aws:sqs:x:1:linegate-BackgroundDLQ-DEF", depth: "0"},
+		},
+		Events: fakeRules{"linegate-bus|background": {{Id: aws.String("q"), Arn: aws.String("arn:aws:sqs:x:1:q"),
+			DeadLetterConfig: &ebtypes.DeadLetterConfig{Arn: aws.String("arn:aws:sqs:x:1:linegate-BackgroundDLQ-DEF")}}}},
 		Alarmsrc: alarmList{
 			{AlarmName: aws.String("linegate-interactive-dlq"), StateValue: "OK", ActionsEnabled: aws.Bool(false)},
 			{AlarmName: aws.String("other-stack-alarm"), StateValue: "ALARM", ActionsEnabled: aws.Bool(true)},
@@ -133,7 +166,7 @@ func TestStackChecks(t *testing.T) {
 		check   string
 		wantFix string
 	}{
-		{"a DLQ holds messages", "3", secret, subList{notifier}, nil, "dead-letter queues", "linegate redrive --queue linegate-InteractiveDLQ-ABC"},
+		{"a DLQ holds messages", "3", secret, subList{notifier}, nil, "dead-letter queues", "linegate redrive --stack linegate --queue InteractiveDLQ"},
 		{"wrong secret in SSM", "0", "another-secret", subList{notifier}, nil, "channel secret", "store the channel secret"},
 		{"email not confirmed", "0", secret, subList{notifier, email}, nil, "ops topic", "confirm"},
 		{"no notifier", "0", secret, subList{email}, nil, "ops topic", "redeploy"},
@@ -160,6 +193,42 @@ func TestStackChecks(t *testing.T) {
 			Print(&out, s.Describe(), rs)
 			if !strings.Contains(out.String(), "FAIL  "+tt.check) || !strings.Contains(out.String(), "fix: ") {
 				t.Fatalf("report:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// doctor warns when no email hears the escalation topic (AlertEmail is
+// strongly advised), passes with a confirmed one and fails while it waits
+// for its confirmation; a warning never fails the report.
+func TestAlertEmail(t *testing.T) {
+	notifier := snstypes.Subscription{Protocol: aws.String("sqs"), Endpoint: aws.String("arn:aws:sqs:x:1:linegate-OpsQueue-ABC"), SubscriptionArn: aws.String("arn:sub")}
+	confirmed := snstypes.Subscription{Protocol: aws.String("email"), Endpoint: aws.String("ops@example.com"), SubscriptionArn: aws.String("arn:sub:email")}
+	pending := snstypes.Subscription{Protocol: aws.String("email"), Endpoint: aws.String("ops@example.com"), SubscriptionArn: aws.String("PendingConfirmation")}
+	tests := []struct {
+		name   string
+		subs   subList
+		want   Status
+		failed bool
+	}{
+		{"no AlertEmail", subList{notifier}, Warn, false},
+		{"a confirmed AlertEmail", subList{notifier, confirmed}, Pass, false},
+		{"an unconfirmed AlertEmail", subList{notifier, pending}, Fail, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := stackTarget(t, "0", secret, tt.subs)
+			rs := Run(context.Background(), s)
+			r := byCheck(rs)["alert email"]
+			if r.Status != tt.want || Failed(rs) != tt.failed {
+				t.Fatalf("alert email: %+v (report failed: %v), want %s", r, Failed(rs), tt.want)
+			}
+			if tt.want == Warn {
+				var out strings.Builder
+				Print(&out, s.Describe(), rs)
+				if !strings.Contains(out.String(), "WARN  alert email") || !strings.Contains(out.String(), "strongly advised: deploy with AlertEmail=") {
+					t.Fatalf("report:\n%s", out.String())
+				}
 			}
 		})
 	}

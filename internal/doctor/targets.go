@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -114,6 +117,18 @@ func (l Local) Alarms(ctx context.Context) ([]Alarm, error) {
 
 // OpsSubscriptions reads /_local/topics' subscribers of the ops topic.
 func (l Local) OpsSubscriptions(ctx context.Context) ([]Subscription, error) {
+	return l.subscriptions(ctx, "OpsTopic")
+}
+
+// EscalationSubscriptions reads /_local/topics' subscribers of the
+// escalation topic (an email subscription is recorded locally).
+func (l Local) EscalationSubscriptions(ctx context.Context) ([]Subscription, error) {
+	return l.subscriptions(ctx, "EscalationTopic")
+}
+
+// subscriptions reads the subscribers of the topic whose name contains
+// topic.
+func (l Local) subscriptions(ctx context.Context, topic string) ([]Subscription, error) {
 	var ts []struct {
 		Name        string   `json:"name"`
 		Subscribers []string `json:"subscribers"`
@@ -123,10 +138,15 @@ func (l Local) OpsSubscriptions(ctx context.Context) ([]Subscription, error) {
 	}
 	var out []Subscription
 	for _, t := range ts {
-		if strings.Contains(t.Name, "OpsTopic") {
+		if strings.Contains(t.Name, topic) {
 			for _, s := range t.Subscribers {
 				if q, ok := strings.CutPrefix(s, "sqs:"); ok {
 					out = append(out, Subscription{Protocol: "sqs", Endpoint: q})
+					continue
+				}
+				if e, ok := strings.CutPrefix(s, "email:"); ok {
+					addr, filtered := strings.CutSuffix(e, " (filtered)")
+					out = append(out, Subscription{Protocol: "email", Endpoint: addr, Filtered: filtered})
 					continue
 				}
 				out = append(out, Subscription{Protocol: "lambda", Endpoint: s})
@@ -152,10 +172,13 @@ func (l Local) get(ctx context.Context, path string, v any) error {
 	return json.NewDecoder(res.Body).Decode(v)
 }
 
-// sqsDepth, alarmLister and topicLister are the AWS calls the stack
-// target makes.
+// sqsDepth, ruleTargets, alarmLister and topicLister are the AWS calls the
+// stack target makes.
 type sqsDepth interface {
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+type ruleTargets interface {
+	ListTargetsByRule(ctx context.Context, in *eventbridge.ListTargetsByRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.ListTargetsByRuleOutput, error)
 }
 type alarmLister interface {
 	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
@@ -172,6 +195,7 @@ type Stack struct {
 	LINE     *lineapi.Client
 	Secret   func(ctx context.Context) (string, error)
 	SQS      sqsDepth
+	Events   ruleTargets
 	Alarmsrc alarmLister
 	SNS      topicLister
 	HTTP     *http.Client
@@ -207,25 +231,80 @@ func (s Stack) PostSigned(ctx context.Context) (int, error) {
 	return postSigned(ctx, hc, url, secret)
 }
 
-// DLQs reads the depth of the stack's dead-letter and failure queues.
+// DLQs finds the stack's dead-letter queues where AWS keeps them, never
+// from a list of names: every queue of the stack named by another queue's
+// redrive policy (deadLetterTargetArn) or by a rule target's
+// DeadLetterConfig, each with its depth.
 func (s Stack) DLQs(ctx context.Context) ([]Queue, error) {
-	var out []Queue
-	for _, key := range []string{"InteractiveDLQUrl", "BackgroundDLQUrl", "RuleTargetDLQUrl", "NotifierFailureQueueUrl"} {
-		url, ok := s.Info.Outputs[key]
-		if !ok {
+	type queue struct{ logical, url string }
+	byARN := map[string]queue{}
+	dlqs := map[string]bool{} // by ARN
+	for _, id := range sortedIDs(s.Info.Resources) {
+		r := s.Info.Resources[id]
+		if r.Type != "AWS::SQS::Queue" {
 			continue
 		}
-		a, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		a, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(r.PhysicalID),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn, sqstypes.QueueAttributeNameRedrivePolicy}})
+		if err != nil {
+			return nil, fmt.Errorf("attributes of %s: %w", id, err)
+		}
+		byARN[a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]] = queue{id, r.PhysicalID}
+		if rp := a.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)]; rp != "" {
+			var p struct {
+				DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+			}
+			if err := json.Unmarshal([]byte(rp), &p); err != nil {
+				return nil, fmt.Errorf("redrive policy of %s: %w", id, err)
+			}
+			dlqs[p.DeadLetterTargetArn] = true
+		}
+	}
+	for _, id := range sortedIDs(s.Info.Resources) {
+		r := s.Info.Resources[id]
+		if r.Type != "AWS::Events::Rule" || s.Events == nil {
+			continue
+		}
+		// A rule on a custom bus has the physical id "bus|rule".
+		in := &eventbridge.ListTargetsByRuleInput{Rule: aws.String(r.PhysicalID)}
+		if bus, rule, ok := strings.Cut(r.PhysicalID, "|"); ok {
+			in.EventBusName, in.Rule = aws.String(bus), aws.String(rule)
+		}
+		for {
+			out, err := s.Events.ListTargetsByRule(ctx, in)
+			if err != nil {
+				return nil, fmt.Errorf("targets of %s: %w", id, err)
+			}
+			for _, t := range out.Targets {
+				if t.DeadLetterConfig != nil && aws.ToString(t.DeadLetterConfig.Arn) != "" {
+					dlqs[aws.ToString(t.DeadLetterConfig.Arn)] = true
+				}
+			}
+			if out.NextToken == nil {
+				break
+			}
+			in.NextToken = out.NextToken
+		}
+	}
+	var out []Queue
+	for _, arn := range slices.Sorted(maps.Keys(dlqs)) {
+		q, ok := byARN[arn]
+		if !ok {
+			return nil, fmt.Errorf("dead-letter queue %s is not a queue of stack %s", arn, s.Info.Name)
+		}
+		a, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.url),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 		if err != nil {
-			return nil, fmt.Errorf("depth of %s: %w", key, err)
+			return nil, fmt.Errorf("depth of %s: %w", q.logical, err)
 		}
 		n, _ := strconv.Atoi(a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-		name := url[strings.LastIndexByte(url, '/')+1:]
-		out = append(out, Queue{Name: name, Visible: n, Redrive: "linegate redrive --queue " + name})
+		out = append(out, Queue{Name: q.url[strings.LastIndexByte(q.url, '/')+1:], Visible: n,
+			Redrive: fmt.Sprintf("linegate redrive --stack %s --queue %s", s.Info.Name, q.logical)})
 	}
 	return out, nil
 }
+
+func sortedIDs(m map[string]stack.Resource) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Alarms lists the stack's alarms (named "<stack>-…").
 func (s Stack) Alarms(ctx context.Context) ([]Alarm, error) {
@@ -246,12 +325,27 @@ func (s Stack) Alarms(ctx context.Context) ([]Alarm, error) {
 	}
 }
 
+// EscalationSubscriptions lists the subscribers of the
+// EscalationTopicArn output.
+func (s Stack) EscalationSubscriptions(ctx context.Context) ([]Subscription, error) {
+	arn, err := s.Info.Output("EscalationTopicArn")
+	if err != nil {
+		return nil, err
+	}
+	return s.subscriptions(ctx, arn)
+}
+
 // OpsSubscriptions lists the subscribers of the OpsTopicArn output.
 func (s Stack) OpsSubscriptions(ctx context.Context) ([]Subscription, error) {
 	arn, err := s.Info.Output("OpsTopicArn")
 	if err != nil {
 		return nil, err
 	}
+	return s.subscriptions(ctx, arn)
+}
+
+// subscriptions lists a topic's subscribers.
+func (s Stack) subscriptions(ctx context.Context, arn string) ([]Subscription, error) {
 	var out []Subscription
 	in := &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(arn)}
 	for {

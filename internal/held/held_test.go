@@ -29,6 +29,7 @@ type fixture struct {
 	line  *linemock.Server
 	cloud *mem.Cloud
 	url   string
+	base  string // the LINE API mock's URL
 	api   *lineapi.Client
 }
 
@@ -42,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.url = aws.ToString(out.QueueUrl)
+	f.url, f.base = aws.ToString(out.QueueUrl), srv.URL
 	f.api = lineapi.New("token", lineapi.WithBaseURL(srv.URL), lineapi.WithLogger(slog.New(slog.DiscardHandler)))
 	return f
 }
@@ -166,5 +167,46 @@ func TestRefreshKeepsOldItemsAlive(t *testing.T) {
 	}
 	if len(bodies) != 2 || bodies["old"] != fmt.Sprint(start.Add(8*24*time.Hour).UnixMilli()) {
 		t.Fatalf("queue after refresh: %v", bodies)
+	}
+}
+
+// A resend deletes only what was sent: an item whose push fails for any
+// reason but the monthly limit (a 400, a 500, a revoked token) stays held,
+// and the failure is reported; the items after it are still tried.
+func TestResendKeepsWhatFailedForAnotherReason(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		msg    string
+	}{
+		{"a permanent 400", 400, "The request body has 1 error(s)"},
+		{"a server error", 500, "Internal server error"},
+		{"a refused token", 401, "Authentication failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.line.SetQuota(linemock.Quota{Limit: 10, Used: 10})
+			h := held.NewHolder(f.cloud, f.url, held.WithLogger(slog.New(slog.DiscardHandler)))
+			for i, s := range []string{"first", "second"} {
+				ctx := telemetry.WithEventID(context.Background(), fmt.Sprint("01KEEP", i))
+				if err := h.Wrap(f.api).Push(ctx, user, lineapi.RetryKey(fmt.Sprint("01KEEP", i), 0), text(s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.line.SetQuota(linemock.Quota{Limit: 100, Used: 10})
+			// Every attempt of the first push fails (the client retries 5xx).
+			f.line.Inject(linemock.Fault{Path: linemock.PathPush, Status: tt.status, Message: tt.msg, Times: 10})
+			api := lineapi.New("token", lineapi.WithBaseURL(f.base), lineapi.WithLogger(slog.New(slog.DiscardHandler)),
+				lineapi.WithMaxAttempts(1))
+			rep, err := held.Resend(context.Background(), f.cloud, f.url, api, 1, nil)
+			if err == nil || errors.Is(err, held.ErrQuotaSpent) || rep.Sent != 0 || rep.Kept != 1 {
+				t.Fatalf("resend: %+v %v; want the failure reported and the item kept", rep, err)
+			}
+			st := f.cloud.QueueStats(f.url)
+			if st.Visible+st.InFlight != 2 {
+				t.Fatalf("queue after the failed resend: %+v, want both items still held", st)
+			}
+		})
 	}
 }

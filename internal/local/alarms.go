@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/linegate/linegate/internal/localstate"
 	"github.com/linegate/linegate/internal/template"
 )
 
@@ -32,11 +33,21 @@ type publisher interface {
 // alarmEvaluator evaluates the template's alarms the way CloudWatch does, on
 // the metrics the local runtime can observe: SQS queue depth and age of the
 // oldest message, Lambda Errors of the local functions, API Gateway 5XXError
-// of the local webhook. Other metrics have no local data points and follow
-// TreatMissingData. Alarms start in OK (as if deployed long ago), so starting
-// `linegate local` does not page anybody. On every state change the standard
-// CloudWatch alarm JSON is published to the alarm's OKActions or
-// AlarmActions topics, which is how the notifier hears about it.
+// and 4XXError of the local webhook, and every custom metric the functions
+// write (EMF) or a developer puts (POST /_local/metrics: the way to drive
+// Lambda Throttles or EventBridge's FailedInvocations, which nothing local
+// produces). Other metrics have no local data points and follow
+// TreatMissingData, as CloudWatch's documentation describes
+// (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html):
+// breaching and notBreaching count a missing point as such, ignore keeps
+// the state, missing turns INSUFFICIENT_DATA when the whole range is
+// missing. Alarms start in OK (as if deployed long ago), so starting
+// `linegate local` does not page anybody; with --state they start in the
+// state the previous run left them in, as CloudWatch keeps an alarm's state
+// across redeploys, so a restart pages nobody again. On every state change
+// the standard CloudWatch alarm JSON is published to the alarm's OKActions
+// or AlarmActions topics, which is how the notifier (and the escalation
+// email) hears about it.
 type alarmEvaluator struct {
 	r       *Runtime
 	ops     publisher
@@ -71,12 +82,52 @@ type alarmTransition struct {
 	Reason string `json:"reason"`
 }
 
-func newAlarmEvaluator(r *Runtime) *alarmEvaluator {
+// bucketAlarms holds each alarm's state in the state directory.
+const bucketAlarms = "local.alarms"
+
+// savedAlarm is an alarm's state as the journal keeps it.
+type savedAlarm struct {
+	State   string            `json:"state"`
+	Reason  string            `json:"reason"`
+	Changed time.Time         `json:"changed"`
+	History []alarmTransition `json:"history"`
+}
+
+func newAlarmEvaluator(r *Runtime) (*alarmEvaluator, error) {
 	e := &alarmEvaluator{r: r, ops: r.ports.ops, started: time.Now()}
-	for _, a := range r.top.Alarms {
-		e.alarms = append(e.alarms, &alarmState{def: a, state: StateOK, reason: "Local runtime started", changed: time.Now()})
+	saved := map[string]savedAlarm{}
+	if r.state != nil {
+		if err := localstate.EachJSON(r.state, bucketAlarms, func(k string, v savedAlarm) { saved[k] = v }); err != nil {
+			return nil, fmt.Errorf("--state: restore the alarms: %w", err)
+		}
 	}
-	return e
+	var names []string
+	var keep time.Duration
+	for _, a := range r.top.Alarms {
+		names = append(names, a.MetricName)
+		keep = max(keep, 2*scaled(max(a.Period, time.Minute), r.cfg.TimeScale)+time.Minute)
+	}
+	r.metrics.watch(names, keep)
+	for _, a := range r.top.Alarms {
+		st := &alarmState{def: a, state: StateOK, reason: "Local runtime started", changed: time.Now()}
+		if v, ok := saved[a.Name]; ok && v.State != "" {
+			st.state, st.reason, st.changed, st.history = v.State, v.Reason, v.Changed, v.History
+		}
+		e.alarms = append(e.alarms, st)
+	}
+	return e, nil
+}
+
+// save journals an alarm's state (nothing without --state).
+func (e *alarmEvaluator) save(a *alarmState) {
+	if e.r.state == nil {
+		return
+	}
+	b, err := json.Marshal(savedAlarm{State: a.state, Reason: a.reason, Changed: a.changed, History: a.history})
+	if err != nil {
+		return
+	}
+	e.r.state.Append(localstate.Change{Bucket: bucketAlarms, Key: a.def.Name, Value: b})
 }
 
 // period is how often data points are taken: the shortest alarm period,
@@ -134,6 +185,7 @@ func (e *alarmEvaluator) evaluate(ctx context.Context) {
 			if len(a.history) > alarmHistory {
 				a.history = a.history[len(a.history)-alarmHistory:]
 			}
+			e.save(a)
 		}
 	}
 	e.mu.Unlock()
@@ -175,7 +227,13 @@ func (a *alarmState) decide(value float64, ok bool) (string, string) {
 }
 
 // datapoint reads the alarm's metric; ok is false when there is no data.
+// Data points in the metric store (EMF, or put at /_local/metrics) come
+// first: they are how an alarm whose metric the local runtime also
+// measures is driven by hand.
 func (e *alarmEvaluator) datapoint(ctx context.Context, a template.Alarm, snap counterSnapshot) (float64, bool) {
+	if v, ok := e.r.metrics.stat(a.Namespace, a.MetricName, a.Dimensions, a.Statistic, e.window(a), time.Now()); ok {
+		return v, true
+	}
 	switch a.Namespace + "/" + a.MetricName {
 	case "AWS/SQS/ApproximateNumberOfMessagesVisible", "AWS/SQS/ApproximateAgeOfOldestMessage":
 		q, ok := e.r.queueByName(a.Dimensions["QueueName"])
@@ -187,6 +245,16 @@ func (e *alarmEvaluator) datapoint(ctx context.Context, a template.Alarm, snap c
 			return 0, false
 		}
 		if a.MetricName == "ApproximateAgeOfOldestMessage" {
+			// SQS reports the age only while the queue holds a message.
+			if st.Visible+st.InFlight == 0 {
+				return 0, false
+			}
+			if e.r.isDLQ(q) {
+				// A dead letter's retention runs in cloud time (compressed
+				// like every period), so its age is compared in cloud time
+				// with the threshold that warns before its deletion.
+				return st.OldestAge.Seconds() * e.r.cfg.TimeScale, true
+			}
 			return st.OldestAge.Seconds(), true
 		}
 		return float64(st.Visible), true
@@ -195,8 +263,19 @@ func (e *alarmEvaluator) datapoint(ctx context.Context, a template.Alarm, snap c
 		return float64(n), ok || snap.invoked[a.Dimensions["FunctionName"]] > 0
 	case "AWS/ApiGateway/5XXError":
 		return float64(snap.api5xx), snap.apiCalls > 0
+	case "AWS/ApiGateway/4XXError":
+		return float64(snap.api4xx), snap.apiCalls > 0
 	}
 	return 0, false
+}
+
+// window is the span one of the alarm's data points covers: its period,
+// compressed by the time scale, and one evaluation more, so that a point
+// put just after an evaluation is not missed by the next (the evaluations
+// are not aligned on the periods as CloudWatch's are; a point may count in
+// two consecutive evaluations instead).
+func (e *alarmEvaluator) window(a template.Alarm) time.Duration {
+	return scaled(max(a.Period, time.Minute), e.r.cfg.TimeScale) + e.period()
 }
 
 type alarmChange struct {

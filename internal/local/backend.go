@@ -359,6 +359,9 @@ func provision(ctx context.Context, queues queueMaker, rules ruleMaker, topics t
 		topicARNs[t.LogicalID] = aws.ToString(out.TopicArn)
 	}
 	for _, sub := range top.Subscriptions {
+		if sub.Protocol != "sqs" {
+			continue // email: recorded by the runtime (subscribeEmail)
+		}
 		if _, err := topics.Subscribe(ctx, &sns.SubscribeInput{
 			TopicArn: aws.String(topicARNs[sub.Topic]), Protocol: aws.String("sqs"), Endpoint: aws.String(arns[sub.Queue]),
 			Attributes: map[string]string{"RawMessageDelivery": strconv.FormatBool(sub.RawMessageDelivery)},

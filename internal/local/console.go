@@ -176,7 +176,7 @@ func (p *printer) notifiedBatch(records, failed int, operators []string) {
 		p.line("notifier  %d alert(s): %d failed to push, retried after the visibility timeout", records, failed)
 		return
 	}
-	p.line("notifier  %d alert(s) coalesced and pushed to %s", records, strings.Join(operators, ", "))
+	p.line("notifier  %d alert(s) coalesced for %s (a card now, or counted in the window's digest)", records, strings.Join(operators, ", "))
 }
 
 func (p *printer) notified(records int, operators []string, err error) {

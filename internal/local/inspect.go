@@ -7,7 +7,8 @@ import (
 	"sync"
 )
 
-// counters feed the Lambda Errors and API Gateway 5XXError alarms.
+// counters feed the Lambda Errors and API Gateway 5XXError and 4XXError
+// alarms.
 type counters struct {
 	mu  sync.Mutex
 	cur counterSnapshot
@@ -18,6 +19,7 @@ type counterSnapshot struct {
 	errors   map[string]int
 	apiCalls int
 	api5xx   int
+	api4xx   int
 }
 
 func newCounters() *counters { return &counters{cur: emptySnapshot()} }
@@ -39,8 +41,11 @@ func (c *counters) api(status int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cur.apiCalls++
-	if status >= 500 {
+	switch {
+	case status >= 500:
 		c.cur.api5xx++
+	case status >= 400:
+		c.cur.api4xx++
 	}
 }
 
@@ -66,6 +71,9 @@ type queueView struct {
 func (r *Runtime) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /_local/events", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.events.list()) })
 	mux.HandleFunc("GET /_local/alarms", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.alarms.views()) })
+	mux.HandleFunc("GET /_local/email", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.emails.list()) })
+	mux.HandleFunc("GET /_local/alerts", r.serveAlerts)
+	mux.HandleFunc("POST /_local/metrics", r.serveMetrics)
 	mux.HandleFunc("GET /_local/queues", func(w http.ResponseWriter, req *http.Request) {
 		out, err := r.queueViews(req.Context())
 		if err != nil {

@@ -106,12 +106,9 @@ func (r *Runtime) localOpsEnv(env map[string]string) {
 	env["CHATOPS_KEY"] = r.chatOpsKey
 	env["OPERATOR_LINE_IDS"] = orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator)
 	for k, v := range env {
-		for _, q := range r.top.Queues {
-			if v == q.URL && r.res.queueURL[q.LogicalID] != "" {
-				env[k] = r.res.queueURL[q.LogicalID]
-			}
-		}
+		env[k] = r.localQueueList(v) // a queue's URL, or a list of them (ALERT_DLQS)
 	}
+	scaledPagingEnv(env, r.cfg.TimeScale)
 }
 
 // startScheduled runs a function with Schedule events (the quota governor)
@@ -224,8 +221,9 @@ func (r *Runtime) opsRoutes(mux *http.ServeMux) {
 }
 
 // topicView is one topic and its subscribers, for /_local/topics (`linegate
-// doctor` checks the ops topic's): a function's name, or "sqs:" and the name
-// of a queue the topic delivers to.
+// doctor` checks the ops and escalation topics'): a function's name, "sqs:"
+// and the name of a queue the topic delivers to, or "email:" and an address
+// (" (filtered)" when a filter policy limits what it gets).
 type topicView struct {
 	Name        string   `json:"name"`
 	Subscribers []string `json:"subscribers"`
@@ -245,6 +243,13 @@ func (r *Runtime) topics() []topicView {
 		for _, s := range r.top.Subscriptions {
 			if q, ok := r.queue(s.Queue); ok && s.Topic == t.LogicalID {
 				v.Subscribers = append(v.Subscribers, "sqs:"+q.Name)
+			}
+			if s.Protocol == "email" && s.Topic == t.LogicalID {
+				sub := "email:" + s.Endpoint
+				if len(s.FilterPolicy) > 0 {
+					sub += " (filtered)"
+				}
+				v.Subscribers = append(v.Subscribers, sub)
 			}
 		}
 		out = append(out, v)

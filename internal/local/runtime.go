@@ -120,8 +120,9 @@ type Config struct {
 // TemplateParams is params plus the values linegate local gives the
 // template's parameters that a deploy must set or that are derived per stack:
 // OperatorLineIds (required, no default) from OPERATOR_LINE_IDS or
-// DefaultOperator, and EventBusName "linegate" (a deployed stack derives a
-// name unique to it; locally there is one stack). params wins.
+// DefaultOperator, AlertEmail from ALERT_EMAIL (its email subscriptions are
+// recorded at /_local/email), and EventBusName "linegate" (a deployed stack
+// derives a name unique to it; locally there is one stack). params wins.
 func TemplateParams(params map[string]string, getenv func(string) string) map[string]string {
 	out := map[string]string{
 		"OperatorLineIds": DefaultOperator,
@@ -130,6 +131,9 @@ func TemplateParams(params map[string]string, getenv func(string) string) map[st
 	if getenv != nil {
 		if ids := getenv("OPERATOR_LINE_IDS"); ids != "" {
 			out["OperatorLineIds"] = ids
+		}
+		if email := getenv("ALERT_EMAIL"); email != "" {
+			out["AlertEmail"] = email
 		}
 	}
 	for k, v := range params {
@@ -157,6 +161,9 @@ type Runtime struct {
 	tracing    config.Backend
 	events     *eventLog
 	alarms     *alarmEvaluator
+	metrics    *metricStore // the functions' EMF metrics and those put at /_local/metrics
+	emails     *outbox      // what the template's email subscriptions would have sent
+	sweeps     sweepCounts  // the notifier's sweeps of this run
 	silencer   chatops.Silencer
 	chatOpsKey string
 	counters   *counters
@@ -258,11 +265,13 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	cs := newConsoleState(cmp.Or(cfg.EventLogSize, DefaultEventLogSize))
-	cfg.Logs = io.MultiWriter(cfg.Logs, cs.logs) // the console's Logs pane
+	metrics := newMetricStore()
+	// The console's Logs pane, and CloudWatch Logs' reading of EMF lines.
+	cfg.Logs = &emfTap{next: io.MultiWriter(cfg.Logs, cs.logs), store: metrics}
 	r := &Runtime{
 		cfg: cfg, top: top, ln: ln, url: "http://" + dialAddr(ln.Addr()), rctx: rctx, cancel: cancel,
 		events: newEventLog(cfg.EventLogSize), counters: newCounters(), out: newPrinter(cfg.Out),
-		log: telemetry.NewLogger(cfg.Logs), console: cs,
+		log: telemetry.NewLogger(cfg.Logs), console: cs, metrics: metrics, emails: &outbox{},
 	}
 	if cfg.StateDir != "" {
 		if r.state, err = openState(cfg.StateDir, cfg.StateOptions...); err != nil {
@@ -347,8 +356,17 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 	mux := http.NewServeMux()
 	// The alarm evaluator exists before the functions: the worker's Silence
 	// button mutes its alarms.
-	r.alarms = newAlarmEvaluator(r)
+	if r.alarms, err = newAlarmEvaluator(r); err != nil {
+		return err
+	}
 	r.silencer = r.alarms
+	for _, sub := range r.top.Subscriptions {
+		if sub.Protocol == "email" {
+			if err := r.subscribeEmail(ctx, sub); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.startFunctions(ctx, rctx, mux); err != nil {
 		return err
 	}
@@ -637,10 +655,15 @@ func (r *Runtime) startNotifier(ctx, rctx context.Context, f template.Function, 
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	c, m := r.common(f.Name)
-	n, err := notifierfn.New(ctx, cfg, r.top.Region, c)
+	deps, err := r.notifierDeps(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
+	n, err := notifierfn.New(ctx, cfg, r.top.Region, deps, c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.LogicalID, err)
+	}
+	r.startSweeps(rctx, f, m, n)
 	handle := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := n.HandleQueue(ctx, ev)
 		r.out.notifiedBatch(len(ev.Records), len(resp.BatchItemFailures), cfg.Operators)

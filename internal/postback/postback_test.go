@@ -43,6 +43,11 @@ func TestSignAndVerify(t *testing.T) {
 		{"action altered", s, tampered, postback.ErrForged},
 		{"target altered", s, retargeted, postback.ErrForged},
 		{"mac altered", s, data[:len(data)-2] + "AA", postback.ErrForged},
+		// A MAC compared as a prefix, either way round, would pass these.
+		{"empty mac", s, data[:strings.LastIndexByte(data, '.')+1], postback.ErrForged},
+		{"truncated mac", s, data[:len(data)-1], postback.ErrForged},
+		{"one character of mac", s, data[:strings.LastIndexByte(data, '.')+2], postback.ErrForged},
+		{"mac with more after it", s, data + "A", postback.ErrForged},
 		{"the bot's own data", s, "action=buy&item=1", postback.ErrNotOurs},
 		{"no mac", s, postback.Prefix + "x", postback.ErrMalformed},
 	}

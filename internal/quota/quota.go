@@ -15,6 +15,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -38,6 +39,10 @@ const (
 	MetricAllowed   = "QuotaMessagesAllowed"   // the month's target limit (only when limited)
 	MetricProjected = "QuotaMessagesProjected" // projected use at the month's end
 	MetricHeld      = "HeldResultsQueued"      // results waiting in the HeldQueue
+	// MetricExhausted is 1 when the month's limit is reached (every push is
+	// refused, alerts included), 0 otherwise: the quota-exhausted alarm
+	// escalates it by email, outside LINE.
+	MetricExhausted = "QuotaExhausted"
 )
 
 // quotaReader is the LINE call the governor makes (lineapi.Client).
@@ -97,6 +102,11 @@ func (g *Governor) Run(ctx context.Context) (Status, error) {
 	st := Status{Quota: q, Projected: Project(q.Used, now)}
 	g.Metrics.Count(MetricUsed, float64(q.Used))
 	g.Metrics.Count(MetricProjected, float64(st.Projected))
+	exhausted := 0.0
+	if q.Limited && q.Used >= q.Limit {
+		exhausted = 1
+	}
+	g.Metrics.Count(MetricExhausted, exhausted)
 	if q.Limited {
 		g.Metrics.Count(MetricAllowed, float64(q.Limit))
 		if q.Limit > 0 {
@@ -147,6 +157,12 @@ func (g *Governor) Run(ctx context.Context) (Status, error) {
 		return st, nil
 	}
 	if err := g.Cards.Notify(ctx, cards...); err != nil {
+		if exhausted == 1 && errors.Is(err, lineapi.ErrMonthlyLimit) {
+			// LINE cannot carry the card while the quota is spent: the
+			// quota-exhausted alarm takes it to the escalation email.
+			g.Log.WarnContext(ctx, "quota: card not pushed: the monthly limit is reached (the quota-exhausted alarm escalates)")
+			return st, nil
+		}
 		return st, fmt.Errorf("quota: notify: %w", err)
 	}
 	return st, nil

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"regexp"
@@ -154,5 +155,52 @@ func TestProject(t *testing.T) {
 		if got := quota.Project(tt.used, tt.now); got != tt.want {
 			t.Errorf("Project(%d, %v) = %d, want %d", tt.used, tt.now, got, tt.want)
 		}
+	}
+}
+
+// The thresholds hold exactly at 80 % and 95 % of the limit, and not a
+// message below; QuotaExhausted is 1 from the limit on.
+func TestGovernorThresholdBoundaries(t *testing.T) {
+	mid := time.Date(2026, 12, 16, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		limit, used int64
+		level       string
+		exhausted   float64
+	}{
+		{1000, 799, "", 0},
+		{1000, 800, "WARN", 0},
+		{1000, 801, "WARN", 0},
+		{1000, 949, "WARN", 0},
+		{1000, 950, "ALARM", 0},
+		{1000, 951, "ALARM", 0},
+		{1000, 999, "ALARM", 0},
+		{1000, 1000, "ALARM", 1},
+		{1000, 1200, "ALARM", 1},
+		{20, 15, "", 0},
+		{20, 16, "WARN", 0},
+		{20, 18, "WARN", 0},
+		{20, 19, "ALARM", 0},
+		{200, 190, "ALARM", 0},
+		{200, 189, "WARN", 0},
+		{0, 0, "ALARM", 1}, // a limit of nothing: every push is refused
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d of %d", tt.used, tt.limit), func(t *testing.T) {
+			f := newFixture(t, mid)
+			f.line.SetQuota(linemock.Quota{Limit: tt.limit, Used: tt.used})
+			st, err := f.gov.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Level != tt.level {
+				t.Fatalf("%d of %d (%.2f%%): level %q, want %q", tt.used, tt.limit, st.Percent, st.Level, tt.level)
+			}
+			if got := f.metrics.Total(quota.MetricExhausted); got != tt.exhausted {
+				t.Fatalf("%s = %v, want %v", quota.MetricExhausted, got, tt.exhausted)
+			}
+			if cards := len(f.line.Messages()); (cards == 1) != (tt.level != "") && tt.exhausted == 0 {
+				t.Fatalf("%d cards at level %q", cards, tt.level)
+			}
+		})
 	}
 }

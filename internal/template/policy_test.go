@@ -24,8 +24,8 @@ var allowed = []struct{ action, resource, reason string }{
 	{"sqs:ReceiveMessage", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources; SAM offers no scoped variant"},
 	{"sqs:DeleteMessage", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources"},
 	{"sqs:GetQueueAttributes", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources"},
-	{"scheduler:CreateSchedule", "arn:aws:scheduler:us-east-1:000000000000:schedule/default/linegate-silence-*",
-		"one-time schedules that end a ChatOps silence are named per alarm and end time; the stack's own prefix is the narrowest grant"},
+	{"scheduler:CreateSchedule", "arn:aws:scheduler:us-east-1:000000000000:schedule/default/lgs-00000000-0000-0000-0000-000000000000-*",
+		"one-time schedules that end a ChatOps silence are named per alarm and end time; the prefix of the stack's own UUID is the narrowest grant that fits Scheduler's 64-character names"},
 }
 
 // samManaged holds the AWS managed policies SAM attaches implicitly, as
@@ -418,7 +418,8 @@ func sqsGrants(t *testing.T, data []byte) map[string][]string {
 // needs (docs/adr/0001, 0002): the webhook sends to the chat queue; the
 // worker reads the redrive policy of, and changes visibility on, its own
 // source queues, and sends to their dead-letter queues and the long-work
-// queue. Nothing else, and the notifier nothing at all.
+// queue; the notifier reads the depth of every dead-letter queue (its
+// sweep). Nothing else.
 func TestSQSGrantsAreExact(t *testing.T) {
 	data, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -431,6 +432,12 @@ func TestSQSGrantsAreExact(t *testing.T) {
 			"sqs:ReceiveMessage on linegate-HeldQueue", "sqs:SendMessage on linegate-HeldQueue",
 		},
 		"WebhookFunction": {"sqs:SendMessage on linegate-InteractiveQueue.fifo"},
+		// The sweep compares every DLQ's depth with the dead letters announced.
+		"NotifierFunction": {
+			"sqs:GetQueueAttributes on linegate-BackgroundDLQ", "sqs:GetQueueAttributes on linegate-InteractiveDLQ.fifo",
+			"sqs:GetQueueAttributes on linegate-LongDLQ", "sqs:GetQueueAttributes on linegate-NotifierFailureQueue",
+			"sqs:GetQueueAttributes on linegate-RuleTargetDLQ",
+		},
 		"WorkerFunction": {
 			// Settling failures on the queues records come from, and long work.
 			"sqs:ChangeMessageVisibility on linegate-BackgroundQueue",

@@ -146,8 +146,16 @@ func TestRealTemplateSemantics(t *testing.T) {
 		for _, a := range top.Alarms {
 			if a.Namespace == "AWS/SQS" && a.MetricName == "ApproximateNumberOfMessagesVisible" && a.Dimensions["QueueName"] == q.Name {
 				alarmed = true
-				if strings.Join(a.AlarmActions, ",") != "OpsTopic" || strings.Join(a.OKActions, ",") != "OpsTopic" {
-					t.Errorf("%s: actions %v / %v", a.LogicalID, a.AlarmActions, a.OKActions)
+				// The notifier's own DLQ escalates outside LINE too.
+				want := "OpsTopic"
+				if id == "NotifierFailureQueue" {
+					want = "OpsTopic,EscalationTopic"
+				}
+				if strings.Join(a.AlarmActions, ",") != want || strings.Join(a.OKActions, ",") != want {
+					t.Errorf("%s: actions %v / %v, want %s", a.LogicalID, a.AlarmActions, a.OKActions, want)
+				}
+				if a.TreatMissingData != "ignore" {
+					t.Errorf("%s: TreatMissingData %s: a DLQ nobody calls stops reporting and would turn OK while it holds messages", a.LogicalID, a.TreatMissingData)
 				}
 				if a.Threshold != 0 || a.ComparisonOperator != "GreaterThanThreshold" {
 					t.Errorf("%s: fires at %s %v", a.LogicalID, a.ComparisonOperator, a.Threshold)
@@ -163,8 +171,8 @@ func TestRealTemplateSemantics(t *testing.T) {
 	if got := webhook.Env["EVENT_BUS_NAME"]; got != top.Buses[0].Name {
 		t.Errorf("EVENT_BUS_NAME = %q, want %q", got, top.Buses[0].Name)
 	}
-	if got := worker.Env["OPS_TOPIC_ARN"]; got != top.Topics[0].ARN {
-		t.Errorf("OPS_TOPIC_ARN = %q, want %q", got, top.Topics[0].ARN)
+	if got, want := worker.Env["OPS_TOPIC_ARN"], find(t, top.Topics, func(x Topic) string { return x.LogicalID }, "OpsTopic").ARN; got != want {
+		t.Errorf("OPS_TOPIC_ARN = %q, want %q", got, want)
 	}
 	if got := worker.Env["IDEMPOTENCY_TABLE"]; got != top.Tables[0].Name {
 		t.Errorf("IDEMPOTENCY_TABLE = %q, want %q", got, top.Tables[0].Name)
@@ -535,7 +543,8 @@ func TestErrors(t *testing.T) {
 		{"ref to disabled resource", "Conditions:\n  No: !Equals [a, b]\nResources:\n  T: {Type: AWS::SNS::Topic, Condition: No}\n  U: {Type: AWS::SNS::Topic, Properties: {DisplayName: !Ref T}}\n", nil, ErrUnknownRef, `condition "No" is false`},
 		{"bad redrive target", "Resources:\n  Q: {Type: AWS::SQS::Queue, Properties: {RedrivePolicy: {deadLetterTargetArn: arn:aws:sqs:x:1:elsewhere, maxReceiveCount: 3}}}\n", nil, ErrSyntax, "Resources.Q.Properties.RedrivePolicy.deadLetterTargetArn"},
 		{"bad rule target", "Resources:\n  R: {Type: AWS::Events::Rule, Properties: {EventPattern: {source: [a]}, Targets: [{Id: x, Arn: arn:aws:lambda:x:1:function:f}]}}\n", nil, ErrSyntax, "Resources.R.Properties.Targets[0].Arn"},
-		{"subscription of another protocol", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: email, Endpoint: ops@example.com}}\n", nil, ErrUnsupported, `Resources.S.Properties.Protocol: unsupported protocol "email"`},
+		{"subscription of another protocol", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: sms, Endpoint: '+81'}}\n", nil, ErrUnsupported, `Resources.S.Properties.Protocol: unsupported protocol "sms"`},
+		{"email subscription without an address", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: email, Endpoint: ops}}\n", nil, ErrSyntax, `"ops" is not an email address`},
 		{"subscription to a queue elsewhere", "Resources:\n  T: {Type: AWS::SNS::Topic}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: !Ref T, Protocol: sqs, Endpoint: arn:aws:sqs:x:1:elsewhere}}\n", nil, ErrSyntax, "Resources.S.Properties.Endpoint"},
 		{"subscription of a topic elsewhere", "Resources:\n  Q: {Type: AWS::SQS::Queue}\n  S: {Type: AWS::SNS::Subscription, Properties: {TopicArn: arn:aws:sns:x:1:elsewhere, Protocol: sqs, Endpoint: !GetAtt Q.Arn}}\n", nil, ErrSyntax, "Resources.S.Properties.TopicArn"},
 		{"unsupported event type", "Transform: AWS::Serverless-2016-10-31\nResources:\n  F: {Type: AWS::Serverless::Function, Properties: {Events: {Tick: {Type: Kinesis, Properties: {Stream: s}}}}}\n", nil, ErrUnsupported, `Resources.F.Properties.Events.Tick.Type: unsupported event type "Kinesis"`},

@@ -30,7 +30,8 @@ type Topology struct {
 	Tables    []Table
 	Alarms    []Alarm
 	// Subscriptions are the AWS::SNS::Subscription resources that deliver a
-	// topic of this template to a queue of this template.
+	// topic of this template to a queue of this template, or to an email
+	// address.
 	Subscriptions []Subscription
 	// Outputs holds the resolved value of every output whose condition holds.
 	Outputs map[string]string
@@ -184,14 +185,22 @@ type Topic struct {
 	LogicalID, Name, ARN string
 }
 
-// Subscription is an AWS::SNS::Subscription of a topic to a queue (protocol
-// sqs); subscriptions of other protocols or to resources outside the
-// template are not modelled and make Load fail.
+// Subscription is an AWS::SNS::Subscription of a topic to a queue of this
+// template (protocol sqs) or to an email address (protocol email: `linegate
+// local` records what it would send); subscriptions of other protocols or
+// to resources outside the template are not modelled and make Load fail.
 type Subscription struct {
 	// LogicalID is the resource's key in the template.
 	LogicalID string
-	// Topic and Queue are logical ids of this template.
+	// Protocol is "sqs" or "email".
+	Protocol string
+	// Topic and Queue are logical ids of this template (Queue "" for email).
 	Topic, Queue string
+	// Endpoint is the email address of an email subscription.
+	Endpoint string
+	// FilterPolicy is the subscription's filter policy as JSON (nil: every
+	// message is delivered).
+	FilterPolicy json.RawMessage
 	// RawMessageDelivery is true when SNS delivers the bare message instead
 	// of its JSON envelope.
 	RawMessageDelivery bool
@@ -757,18 +766,29 @@ func (e *evaluator) function(r *resource, name string, p reader, ix index) (Func
 }
 
 func subscription(r *resource, p reader, ix index) Subscription {
-	s := Subscription{LogicalID: r.id, RawMessageDelivery: p.bool("RawMessageDelivery")}
+	s := Subscription{LogicalID: r.id, RawMessageDelivery: p.bool("RawMessageDelivery"), Protocol: p.str("Protocol")}
 	topic := p.str("TopicArn")
 	if s.Topic = ix.topics[topic]; s.Topic == "" {
 		p.fail("TopicArn", "%q is not a topic of this template", topic)
 	}
-	if proto := p.str("Protocol"); proto != "sqs" {
-		*p.err = fmt.Errorf("%s.Protocol: %w protocol %q (only sqs subscriptions run locally)", p.path, ErrUnsupported, proto)
-		return s
+	if p.has("FilterPolicy") {
+		if b, err := json.Marshal(p.m["FilterPolicy"]); err == nil {
+			s.FilterPolicy = b
+		}
 	}
 	endpoint := p.str("Endpoint")
-	if s.Queue = ix.queues[endpoint]; s.Queue == "" {
-		p.fail("Endpoint", "%q is not a queue of this template", endpoint)
+	switch s.Protocol {
+	case "sqs":
+		if s.Queue = ix.queues[endpoint]; s.Queue == "" {
+			p.fail("Endpoint", "%q is not a queue of this template", endpoint)
+		}
+	case "email":
+		if !strings.Contains(endpoint, "@") {
+			p.fail("Endpoint", "%q is not an email address", endpoint)
+		}
+		s.Endpoint = endpoint
+	default:
+		*p.err = fmt.Errorf("%s.Protocol: %w protocol %q (only sqs and email subscriptions run locally)", p.path, ErrUnsupported, s.Protocol)
 	}
 	return s
 }

@@ -78,6 +78,7 @@ func settleFailure(q *queues, retry backoff.Policy, log *slog.Logger) middleware
 				derr := q.deadLetter(ctx, rp, r.msg, reason)
 				if derr == nil {
 					r.result.Outcome, r.result.Err, r.result.DeadLetterReason = OutcomeDeadLettered, err, reason
+					r.result.DeadLetterQueue = queueName(rp.dlqURL)
 					return nil
 				}
 				log.ErrorContext(ctx, "dead-letter send failed: the record is retried", "webhookEventId", r.result.WebhookEventID, "error", derr.Error())

@@ -67,6 +67,9 @@ func chain(steps []middleware, last handler) handler {
 //     carries the trace id into the record's log line.
 //   - account around everything that can fail or skip a record, so each
 //     record is counted, logged and observed exactly once, whatever happened.
+//   - announceDeadLetter between account and settleFailure: it sees the
+//     dead letter settleFailure decided (and the panic recoverPanics
+//     recorded) and tells the operator, whatever the outcome's accounting.
 //   - settleFailure right inside account, around everything that can fail:
 //     it sees every error (an undecodable record included) and turns it into
 //     a dead letter or a growing retry delay before account reports it.
@@ -108,6 +111,7 @@ func (p *Processor) pipeline() []middleware {
 	return []middleware{
 		trace(p.startSpan, p.traceID),
 		account(p.metrics, p.log, p.observe, p.now),
+		announceDeadLetter(p.crash, p.now, p.log, p.metrics),
 		settleFailure(p.queues, p.retry, p.log),
 		decode(p.eventContext),
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log, p.completing),

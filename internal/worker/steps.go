@@ -346,14 +346,71 @@ func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middlew
 					crash.AttributeKind: {DataType: aws.String("String"), StringValue: aws.String(crash.KindCrash)},
 				},
 			})
-			if perr != nil {
+			switch {
+			case perr != nil:
 				log.ErrorContext(ctx, "crash report not published", "webhookEventId", res.WebhookEventID, "error", perr.Error())
 				if marked {
 					if rerr := c.marks.Release(ctx, marker); rerr != nil {
 						log.WarnContext(ctx, "crash marker not released", "webhookEventId", res.WebhookEventID, "error", rerr.Error())
 					}
 				}
+			case marked:
+				// Completed, the marker is no claim in progress: nothing that
+				// releases claims left by a dead process (a restart of
+				// `linegate local --state`) can make the crash page again.
+				if cerr := c.marks.Complete(ctx, marker, c.markFor); cerr != nil {
+					log.WarnContext(ctx, "crash marker not completed", "webhookEventId", res.WebhookEventID, "error", cerr.Error())
+				}
 			}
+			return err
+		}
+	}
+}
+
+// announceDeadLetter publishes a dead-letter notice (crash.DeadLetter) to
+// the ops topic for each record the worker sent to a dead-letter queue:
+// the DLQ's depth alarm fires once per OK → ALARM edge, so only the notice
+// makes a second dead letter reach the operator. A record whose handler
+// panicked carries its crash's stack signature, so the notifier folds the
+// notice into that crash's card. It sits outside settleFailure, which
+// decides the dead letter; a notice that cannot be built or published is
+// logged and counted (DeadLetterNoticesFailed) and never changes the
+// record's outcome: the DLQ's alarm and the notifier's sweep of DLQ depths
+// still see the message.
+func announceDeadLetter(c crashReports, now func() time.Time, log *slog.Logger, m telemetry.Recorder) middleware {
+	return func(next handler) handler {
+		return func(ctx context.Context, r *record) error {
+			err := next(ctx, r)
+			res := r.result
+			if c.pub == nil || res.Outcome != OutcomeDeadLettered {
+				return err
+			}
+			ctx = context.WithoutCancel(ctx)
+			var rep *crash.Report
+			if r.panicked != nil {
+				cr := crash.New(r.panicked.value, r.panicked.stack, crash.WithFunction(c.function), crash.WithSecrets(c.secrets...))
+				rep = &cr
+			}
+			d := crash.NewDeadLetter(res.DeadLetterQueue, res.Queue, res.DeadLetterReason, res.Err, rep, now(), c.secrets...)
+			d.EventType, d.WebhookEventID, d.ReceiveCount, d.Region = res.Type, res.WebhookEventID, res.ReceiveCount, c.region
+			d.Function = c.function
+			body, merr := d.Marshal()
+			if merr == nil {
+				_, merr = c.pub.Publish(ctx, &sns.PublishInput{
+					TopicArn: aws.String(c.topic),
+					Subject:  aws.String("linegate dead letter: " + res.DeadLetterQueue),
+					Message:  aws.String(string(body)),
+					MessageAttributes: map[string]snstypes.MessageAttributeValue{
+						crash.AttributeKind: {DataType: aws.String("String"), StringValue: aws.String(crash.KindDeadLetter)},
+					},
+				})
+			}
+			if merr != nil {
+				m.Count("DeadLetterNoticesFailed", 1)
+				log.ErrorContext(ctx, "dead-letter notice not published", "webhookEventId", res.WebhookEventID, "queue", res.DeadLetterQueue, "error", merr.Error())
+				return err
+			}
+			m.Count("DeadLetterNoticesPublished", 1)
 			return err
 		}
 	}

@@ -654,8 +654,9 @@ func TestRecoverPanicsKeepsACarriedStack(t *testing.T) {
 
 // The crash marker decides whether a panic pages: a new marker publishes,
 // a held one does not (whatever the receive count: a redriven record starts
-// at 1), a store that cannot be reached falls back to the first receive, and
-// a report that could not be published releases its marker.
+// at 1), a store that cannot be reached falls back to the first receive, a
+// report that could not be published releases its marker, and one that was
+// completes it.
 func TestReportCrashMarker(t *testing.T) {
 	boom := func(_ context.Context, r *record) error {
 		r.panicked = &panicked{value: "boom", stack: []byte("goroutine 7 [running]:\nmain.handler()\n\t/src/h.go:3")}
@@ -706,7 +707,11 @@ func TestReportCrashMarker(t *testing.T) {
 			if tt.wantLog != "" && !strings.Contains(logs.String(), tt.wantLog) {
 				t.Fatalf("log %q does not say %q", logs.String(), tt.wantLog)
 			}
-			held := errors.Is(mem.Claim(context.Background(), marker, time.Hour), idempotency.ErrInProgress)
+			cerr := mem.Claim(context.Background(), marker, time.Hour)
+			held := errors.Is(cerr, idempotency.ErrInProgress) || errors.Is(cerr, idempotency.ErrCompleted)
+			if tt.wantSent == 1 && tt.claimErr == nil && !errors.Is(cerr, idempotency.ErrCompleted) {
+				t.Fatalf("marker after the report: %v; want a completed marker (a claim in progress is released at a restart)", cerr)
+			}
 			if held != tt.wantMarker {
 				t.Fatalf("marker held afterwards = %v; want %v (calls %v)", held, tt.wantMarker, store.calls)
 			}

@@ -102,8 +102,11 @@ type Result struct {
 	// DeadLetterReason says why an OutcomeDeadLettered record was:
 	// "permanent", "malformed" or "retries-exhausted".
 	DeadLetterReason string
-	Duration         time.Duration
-	TraceID          string
+	// DeadLetterQueue is the name of the queue an OutcomeDeadLettered
+	// record was sent to.
+	DeadLetterQueue string
+	Duration        time.Duration
+	TraceID         string
 }
 
 // dispatcher runs the bot for one event; *bot.Router satisfies it.

@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/linegate/linegate/internal/compose"
-	"github.com/linegate/linegate/internal/compose/notifierfn"
+	"github.com/linegate/linegate/internal/compose/pager"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/quota"
 )
 
 // New builds the governor; held may be nil (no HeldQueue). Its cards go
-// out the way the notifier's do (notifierfn.Cards).
+// out the way the notifier's do (pager.Cards).
 func New(ctx context.Context, cfg config.Quota, held quota.HeldQueue, c compose.Common) (*quota.Governor, error) {
 	c = c.WithDefaults()
-	cards, line, err := notifierfn.Cards(ctx, notifierfn.Operators{Auth: cfg.Auth, IDs: cfg.Operators, TimeZone: cfg.TimeZone, ChatOps: cfg.ChatOps}, c)
+	cards, line, err := pager.Cards(ctx, pager.Operators{Auth: cfg.Auth, IDs: cfg.Operators, TimeZone: cfg.TimeZone, ChatOps: cfg.ChatOps}, c)
 	if err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}

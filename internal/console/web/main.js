@@ -40,7 +40,11 @@ class App {
       events: async () => { this.events.renderRows(await get('/_local/activity?limit=200')); await this.events.refreshDetail(); },
       traces: () => this.events.refreshDetail(),
       queues: async () => this.pipeline.renderQueues(await get('/_local/queues'), this.pipelineInfo),
-      alarms: async () => this.pipeline.renderAlarms(await get('/_local/alarms'), this.pipelineInfo),
+      alarms: async () => {
+        const [as, es] = await Promise.all([get('/_local/alarms'), get('/_local/email')]);
+        this.pipeline.renderAlarms(as, this.pipelineInfo);
+        this.pipeline.renderEmail(es);
+      },
       logs: () => (this.activeTab === 'logs' ? this.logs.refresh() : Promise.resolve()),
       pipeline: async () => this.pipeline.renderQueues(await get('/_local/queues'), this.pipelineInfo),
     };

@@ -12,12 +12,14 @@ export class PipelinePane {
     this.flow = h('div', {class: 'flow', 'aria-label': 'the flow of an event'});
     this.queues = h('tbody');
     this.alarms = h('ul', {class: 'alarms', 'aria-label': 'alarms'});
+    this.emails = h('ul', {class: 'emails', 'aria-label': 'email deliveries'});
     this.rules = h('div', {class: 'rules'});
     this.result = h('div', {class: 'action-result', role: 'status', 'aria-live': 'polite'});
     const fault = (f, label, title) => h('button', {type: 'button', title, 'data-fault': f, onclick: () => this.act(() => post('/_local/line/faults', {fault: f, times: 3}), `LINE fault ${label}`)}, label);
     replace(root,
       h('section', {class: 'card', 'aria-labelledby': 'flow-h'}, h('h2', {id: 'flow-h'}, 'Flow'), this.flow, this.rules),
       h('section', {class: 'card', 'aria-labelledby': 'alarms-h'}, h('h2', {id: 'alarms-h'}, 'Alarms'), this.alarms),
+      h('section', {class: 'card', 'aria-labelledby': 'email-h'}, h('h2', {id: 'email-h'}, 'Email (AlertEmail)'), this.emails),
       h('section', {class: 'card', 'aria-labelledby': 'queues-h'}, h('h2', {id: 'queues-h'}, 'Queues'),
         h('table', {class: 'grid queues'},
           h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Queue'), h('th', {scope: 'col', class: 'num'}, 'Visible'), h('th', {scope: 'col', class: 'num'}, 'In flight'),
@@ -90,6 +92,20 @@ export class PipelinePane {
           title: i.source ? `move the messages back to ${info.get(i.source)?.name}` : 'put the events back on the bus',
           onclick: () => this.act(() => post('/_local/redrive', {queue: q.logicalId}), `redrive ${q.name}`)}, 'Redrive') : null));
     }));
+  }
+
+  // renderEmail lists what the template's email subscriptions would have
+  // sent (the escalation topic's, unfiltered: the alert path's own alarms).
+  renderEmail(es) {
+    if (!es.length) {
+      replace(this.emails, h('li', {class: 'muted small'}, 'No email. Start with ALERT_EMAIL=you@example.com (AlertEmail, strongly advised in a deployment): the alert path\'s own alarms reach it when LINE cannot.'));
+      return;
+    }
+    replace(this.emails, [...es].reverse().map(e => h('li', {class: 'email', 'data-testid': 'email', 'data-alarm': e.alarm || '', 'data-state': e.state || ''},
+      h('details', {},
+        h('summary', {}, h('time', {datetime: e.at}, fmtTime(e.at)), ' ', h('span', {class: 'muted small'}, `to ${e.to} · ${e.topic}`), ' ',
+          e.state ? h('span', {class: 'pill ' + e.state.toLowerCase()}, e.state) : null, ' ', e.alarm || e.subject || '(no subject)'),
+        h('pre', {class: 'email-body small'}, e.message)))));
   }
 
   renderAlarms(as, p) {
