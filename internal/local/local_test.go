@@ -281,7 +281,7 @@ func TestWalkthrough(t *testing.T) {
 			skipped := e.ReceiveCount == 2 && e.Duplicates == 1
 			return e.Outcome == "ok" && e.Deliveries == 2 && (dropped || skipped)
 		})
-		time.Sleep(500 * time.Millisecond)
+		fence(t, rt, lp, user, 10*time.Second) // a queued copy of the redelivery has run by now
 		n := 0
 		for _, m := range messages(t, rt) {
 			for _, raw := range m.Messages {
@@ -379,7 +379,7 @@ func TestWalkthrough(t *testing.T) {
 		if d.Attempts[0].Status != 401 {
 			t.Fatalf("status %d", d.Attempts[0].Status)
 		}
-		time.Sleep(300 * time.Millisecond)
+		fence(t, rt, lp, user, 10*time.Second) // had it been queued, it would have run before this
 		if _, ok := findMessage(t, rt, user, "", "forged"); ok {
 			t.Fatal("a forged webhook had an effect")
 		}

@@ -99,7 +99,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("redelivery: %+v %v", d, err)
 	}
 	waitEvent(t, rt, 10*time.Second, id, "the redelivery accepted", func(v eventView) bool { return v.Deliveries == 2 })
-	time.Sleep(500 * time.Millisecond)
+	fence(t, rt, p, user, 10*time.Second) // had the chat queue taken the redelivery, it would have been received by now
 	v, _ := event(t, rt, id)
 	if v.Outcome != "ok" || v.ReceiveCount != 1 {
 		t.Fatalf("after the redelivery: %+v, want ok and no second receive (deduplicated by SQS)", v)
