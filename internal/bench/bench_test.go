@@ -321,12 +321,14 @@ func TestSeeds(t *testing.T) {
 }
 
 // A run longer than the LINE mock's default record count still counts
-// every answer (the baselines' mock keeps as many as linegate's).
+// every answer (the baselines' mock keeps as many as linegate's). Every
+// event runs once unless an acknowledgement missed LINE's timeout (a
+// loaded machine: LINE then redelivers, and these baselines run it again).
 func TestLongRunCountsEveryAnswer(t *testing.T) {
 	rep := run(t, Options{Events: 1200, Concurrency: 40, Work: -1, BusLatency: -1, Only: "background,durable-direct"})
 	for _, s := range rep.Systems {
-		if s.Lost != 0 || s.Executions != 1200 {
-			t.Errorf("%s: %d lost, %d handler runs of 1200 events", s.System, s.Lost, s.Executions)
+		if s.Lost != 0 || s.Executions < 1200 || (s.Timeouts == 0 && s.Executions != 1200) {
+			t.Errorf("%s: %d lost, %d handler runs of 1200 events with %d timeouts", s.System, s.Lost, s.Executions, s.Timeouts)
 		}
 	}
 }
