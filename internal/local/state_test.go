@@ -83,7 +83,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	rt.Close()
 
 	rt, _ = start(t, cfg)
-	p = lineplatform.New(rt.WebhookURL(), []byte(DefaultSecret))
+	p = lineplatform.New(rt.WebhookURL(), []byte(DefaultSecret), lineplatform.WithTimeout(deliveryTimeout))
 	if v, ok := event(t, rt, id); !ok || v.Outcome != "ok" || v.Deliveries != 1 {
 		t.Fatalf("event log after the restart: %+v (found %v), want the first run's ok", v, ok)
 	}
