@@ -85,7 +85,15 @@ func TestPanicBurstPagesEachOperatorAtMostThreeTimes(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(6 * time.Second) // a straggling batch would land within one more window
+	// Each panicking event published its one crash report before its card
+	// counted it, so no report is still to come; once the ops queue holds
+	// nothing, visible or in flight (the notifier pushes before its records
+	// are deleted), a straggling batch of them has been pushed too.
+	ops, ok := rt.queue("OpsQueue")
+	if !ok {
+		t.Fatal("the template has no OpsQueue")
+	}
+	waitDrained(t, rt, 60*time.Second, ops.Name)
 	for _, op := range operators {
 		pushes, n, cards := counted(op)
 		t.Logf("operator %s: %d push(es), cards %v, %d crashes counted", op, pushes, cards, n)
