@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -840,6 +842,21 @@ func TestFailureStopsItsChatOnly(t *testing.T) {
 	}
 }
 
+// refresherGone reports whether, within timeout, no goroutine runs the
+// loading refresher (keepLoading's) any more.
+func refresherGone(timeout time.Duration) bool {
+	buf := make([]byte, 1<<20)
+	for end := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("worker.keepLoading.func")) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
 func sameSet(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
@@ -1121,13 +1138,21 @@ func TestLongWorkRefreshesLoading(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	if refresherGone(0) {
+		t.Fatal("no goroutine runs keepLoading's refresher while the loading is refreshed: the check below would prove nothing")
+	}
 	close(answer)
 	<-answered
-	time.Sleep(30 * time.Millisecond) // a refresh already under way ends
 	n := len(f.line.Loading())
-	time.Sleep(100 * time.Millisecond)
-	if got := len(f.line.Loading()); got != n {
-		t.Fatalf("loading shown %d more times after the handler answered", got-n)
+	// The positive signal: the refresher's goroutine ends at its first tick
+	// after the answer, while the handler is still at work (finish is not
+	// closed yet): a refresher that kept running would show up here.
+	if !refresherGone(5 * time.Second) {
+		t.Fatal("the loading refresher still runs 5 s after the handler answered (refresh every 20 ms)")
+	}
+	// At most a refresh already under way when the answer went out.
+	if got := len(f.line.Loading()); got > n+1 {
+		t.Fatalf("loading shown %d more times after the handler answered, want at most the one under way", got-n)
 	}
 	close(finish)
 	<-done
