@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -164,5 +165,20 @@ func TestLocalStartErrorsSayWhatToDo(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 1 and a hint naming %s", tt.name, code, errOut, tt.want)
 		}
+	}
+}
+
+// `linegate local` without --addr listens on loopback only: its default is
+// local.DefaultAddr, which is a loopback address (internal/local tests it).
+func TestLocalDefaultAddrIsLoopback(t *testing.T) {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	localCommand(fs)
+	f := fs.Lookup("addr")
+	if f == nil || f.DefValue != local.DefaultAddr {
+		t.Fatalf("--addr default %v, want local.DefaultAddr %q", f, local.DefaultAddr)
+	}
+	host, _, err := net.SplitHostPort(f.DefValue)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Fatalf("--addr default %q is not a loopback IP address", f.DefValue)
 	}
 }

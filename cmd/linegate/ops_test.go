@@ -94,7 +94,9 @@ func TestResendHeldAgainstLocal(t *testing.T) {
 	rt := startLocal(t)
 	user := "U6666666666666666666666666666666f"
 	rt.LINE().SetQuota(linemock.Quota{Limit: 10, Used: 10})
-	lp := lineplatform.New(rt.WebhookURL(), []byte(local.DefaultSecret))
+	// A generous attempt timeout: the test is about the held push, not the
+	// webhook's speed on a loaded machine.
+	lp := lineplatform.New(rt.WebhookURL(), []byte(local.DefaultSecret), lineplatform.WithTimeout(30*time.Second))
 	if d, err := lp.Deliver(context.Background(), lp.Text(user, "probe:push kept for later")); err != nil || !d.Delivered {
 		t.Fatalf("%+v %v", d, err)
 	}

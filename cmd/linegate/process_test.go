@@ -222,7 +222,9 @@ func (p *process) drained(t *testing.T, timeout time.Duration) {
 // as the webhook answers).
 func send(t *testing.T, p *process, from, n, perBody, concurrency, rate int) {
 	t.Helper()
-	lp := lineplatform.New(p.webhook, []byte(local.DefaultSecret))
+	// A generous attempt timeout: these tests count effects and memory, not
+	// the webhook's speed, which a loaded machine can push past LINE's 2 s.
+	lp := lineplatform.New(p.webhook, []byte(local.DefaultSecret), lineplatform.WithTimeout(30*time.Second))
 	jobs := make(chan int)
 	errs := make(chan error, concurrency)
 	var wg sync.WaitGroup

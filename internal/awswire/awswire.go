@@ -16,12 +16,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
+	"sort"
 	"strings"
 
 	smithy "github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
 // maxBody caps a request body: SQS and EventBridge take at most 1 MiB of
@@ -35,7 +39,10 @@ type Server struct {
 	sns     SNS
 	ddb     *Tables
 	observe func(service, op string, err error)
-	json    map[string]jsonOp // by X-Amz-Target
+	// answered, when set, sees every operation's output before it is
+	// encoded (the tests compare it with what the SDK decodes).
+	answered func(service, op string, out any)
+	json     map[string]jsonOp // by X-Amz-Target
 }
 
 // Option configures a Server.
@@ -79,6 +86,22 @@ func New(opts ...Option) *Server {
 	return s
 }
 
+// operations lists every operation the server serves, as "Service.Op"
+// (SQS.GetQueueUrl, SNS.Publish, ...), sorted.
+func (s *Server) operations() []string {
+	var out []string
+	for target, op := range s.json {
+		out = append(out, op.service+"."+target[strings.LastIndex(target, ".")+1:])
+	}
+	if s.sns != nil {
+		for action := range snsActions {
+			out = append(out, "SNS."+action)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // jsonOp is one operation of a JSON protocol: it decodes the body, calls
 // the port and returns the output to encode.
 type jsonOp struct {
@@ -87,6 +110,9 @@ type jsonOp struct {
 	query     bool   // awsQueryCompatible: errors also carry X-Amzn-Query-Error
 	version   string // "1.0" or "1.1": the response's content type
 	call      func(ctx context.Context, body []byte) (any, error)
+	// encode writes an output; nil is encoding/json (the DynamoDB
+	// documents the server builds itself).
+	encode func(ctx context.Context, out any) ([]byte, error)
 }
 
 // ServeHTTP dispatches on X-Amz-Target (JSON protocols) or the form's Action
@@ -141,13 +167,44 @@ func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, target st
 		writeJSONError(w, status, op.namespace+"#"+shape, query, msg)
 		return
 	}
-	b, err := json.Marshal(out)
+	if s.answered != nil {
+		s.answered(op.service, name, out)
+	}
+	encode := op.encode
+	if encode == nil {
+		encode = func(_ context.Context, out any) ([]byte, error) { return json.Marshal(out) }
+	}
+	b, err := encode(ctx, out)
 	if err != nil {
 		writeJSONError(w, http.StatusInternalServerError, op.namespace+"#InternalFailure", "", err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// responseSchema names the operation of sdkEncoder's serialisation: the
+// protocol wants one, and its name only ends up in a header nobody reads.
+var responseSchema = smithy.NewSchema(smithy.ShapeID{Namespace: "linegate.awswire", Name: "Response"}, smithy.ShapeTypeOperation, 0)
+
+// sdkEncoder encodes an SDK output type with the SDK's own serializer for
+// the service's JSON protocol (the protocol serialises whatever Serializable
+// it is given; an output's Serialize writes the output shape), so member
+// names (SQS's "queueUrls"), timestamps and blobs are the service model's:
+// exactly what the SDK's deserializer reads. encoding/json would write the
+// Go field names.
+func sdkEncoder(p *awsjson.Protocol) func(ctx context.Context, out any) ([]byte, error) {
+	return func(ctx context.Context, out any) ([]byte, error) {
+		v, ok := out.(smithy.Serializable)
+		if !ok {
+			return nil, fmt.Errorf("awswire: %T is not an SDK output", out)
+		}
+		req := smithyhttp.NewStackRequest().(*smithyhttp.Request)
+		if err := p.SerializeRequest(ctx, smithy.NewOperationSchema(responseSchema, responseSchema, nil), v, req); err != nil {
+			return nil, fmt.Errorf("awswire: encode %T: %w", out, err)
+		}
+		return io.ReadAll(req.GetStream())
+	}
 }
 
 // decodeInto is the JSON protocols' request decoding: the SDK serialises

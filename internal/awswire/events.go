@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/schemas"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
 // EventBridge is the EventBridge calls the server serves: the webhook's
@@ -31,8 +33,9 @@ func (s *Server) addEventBridge() {
 		"ListTargetsByRule": sdkCall(e.ListTargetsByRule),
 		"PutEvents":         s.putEvents,
 	}
+	encode := sdkEncoder(awsjson.New11(schemas.AWSEvents))
 	for name, call := range ops {
-		s.json["AWSEvents."+name] = jsonOp{service: "EventBridge", namespace: "com.amazonaws.eventbridge", version: "1.1", call: call}
+		s.json["AWSEvents."+name] = jsonOp{service: "EventBridge", namespace: "com.amazonaws.eventbridge", version: "1.1", call: call, encode: encode}
 	}
 }
 

@@ -40,29 +40,10 @@ func (s *Server) serveQuery(w http.ResponseWriter, ctx context.Context, body []b
 		return
 	}
 	var result [][2]string // the result's members, in order
-	switch action {
-	case "Publish":
-		var out *sns.PublishOutput
-		if out, err = s.sns.Publish(ctx, publishInput(form)); err == nil {
-			result = [][2]string{{"MessageId", aws.ToString(out.MessageId)}}
-			if out.SequenceNumber != nil {
-				result = append(result, [2]string{"SequenceNumber", *out.SequenceNumber})
-			}
-		}
-	case "CreateTopic":
-		var out *sns.CreateTopicOutput
-		in := &sns.CreateTopicInput{Name: optional(form, "Name"), Attributes: queryMap(form, "Attributes", "key", "value")}
-		if out, err = s.sns.CreateTopic(ctx, in); err == nil {
-			result = [][2]string{{"TopicArn", aws.ToString(out.TopicArn)}}
-		}
-	case "Subscribe":
-		var out *sns.SubscribeOutput
-		in := &sns.SubscribeInput{TopicArn: optional(form, "TopicArn"), Protocol: optional(form, "Protocol"), Endpoint: optional(form, "Endpoint"),
-			Attributes: queryMap(form, "Attributes", "key", "value"), ReturnSubscriptionArn: form.Get("ReturnSubscriptionArn") == "true"}
-		if out, err = s.sns.Subscribe(ctx, in); err == nil {
-			result = [][2]string{{"SubscriptionArn", aws.ToString(out.SubscriptionArn)}}
-		}
-	default:
+	var out any
+	if call, ok := snsActions[action]; ok {
+		result, out, err = call(ctx, s.sns, form)
+	} else {
 		err = &smithy.GenericAPIError{Code: "InvalidAction", Message: "SNS " + action + " is not served by linegate local", Fault: smithy.FaultClient}
 	}
 	s.observe("SNS", action, err)
@@ -75,8 +56,47 @@ func (s *Server) serveQuery(w http.ResponseWriter, ctx context.Context, body []b
 		writeQueryError(w, status, code, msg)
 		return
 	}
+	if s.answered != nil {
+		s.answered("SNS", action, out)
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(queryResponse(action, result, uuid.NewString()))
+}
+
+// snsAction serves one SNS action: it reads the input from the form, calls
+// the port and returns the result's members in order, with the port's
+// output.
+type snsAction func(ctx context.Context, n SNS, form url.Values) ([][2]string, any, error)
+
+// snsActions are the SNS actions the server serves.
+var snsActions = map[string]snsAction{
+	"Publish": func(ctx context.Context, n SNS, form url.Values) ([][2]string, any, error) {
+		out, err := n.Publish(ctx, publishInput(form))
+		if err != nil {
+			return nil, nil, err
+		}
+		result := [][2]string{{"MessageId", aws.ToString(out.MessageId)}}
+		if out.SequenceNumber != nil {
+			result = append(result, [2]string{"SequenceNumber", *out.SequenceNumber})
+		}
+		return result, out, nil
+	},
+	"CreateTopic": func(ctx context.Context, n SNS, form url.Values) ([][2]string, any, error) {
+		out, err := n.CreateTopic(ctx, &sns.CreateTopicInput{Name: optional(form, "Name"), Attributes: queryMap(form, "Attributes", "key", "value")})
+		if err != nil {
+			return nil, nil, err
+		}
+		return [][2]string{{"TopicArn", aws.ToString(out.TopicArn)}}, out, nil
+	},
+	"Subscribe": func(ctx context.Context, n SNS, form url.Values) ([][2]string, any, error) {
+		in := &sns.SubscribeInput{TopicArn: optional(form, "TopicArn"), Protocol: optional(form, "Protocol"), Endpoint: optional(form, "Endpoint"),
+			Attributes: queryMap(form, "Attributes", "key", "value"), ReturnSubscriptionArn: form.Get("ReturnSubscriptionArn") == "true"}
+		out, err := n.Subscribe(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		return [][2]string{{"SubscriptionArn", aws.ToString(out.SubscriptionArn)}}, out, nil
+	},
 }
 
 // queryResponse is <ActionResponse><ActionResult>members</ActionResult>

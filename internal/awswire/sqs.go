@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/linegate/linegate/internal/redrive"
 )
@@ -43,7 +45,8 @@ func (s *Server) addSQS() {
 		"ListMessageMoveTasks":         sdkCall(q.ListMessageMoveTasks),
 		"ListDeadLetterSourceQueues":   sdkCall(q.ListDeadLetterSourceQueues),
 	}
+	encode := sdkEncoder(awsjson.New10(schemas.AmazonSQS))
 	for name, call := range ops {
-		s.json["AmazonSQS."+name] = jsonOp{service: "SQS", namespace: "com.amazonaws.sqs", query: true, version: "1.0", call: call}
+		s.json["AmazonSQS."+name] = jsonOp{service: "SQS", namespace: "com.amazonaws.sqs", query: true, version: "1.0", call: call, encode: encode}
 	}
 }

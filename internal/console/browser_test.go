@@ -160,12 +160,14 @@ func TestBrowserRendersEveryKindOfMessage(t *testing.T) {
 	p.wait("the quick reply's message and its echo", userSays("q1")+" && "+botSays("q1"), chatDump)
 }
 
-// The failure path of the README, clicked: probe:fail fails every receive,
-// the interactive DLQ's count rises, its alarm turns ALARM, a red card
-// reaches the operator's phone; the fix is deployed, Redrive on the card
-// empties the DLQ, and the card turns green: the alarm's OK card arrives
-// (data-state OK, green) and the red card is marked resolved
-// (data-resolved true, its header green).
+// The failure path of docs/local.md, steps 6 and 7 in order, clicked:
+// probe:panic sends a crash card and, panicking on every receive, lands in
+// the interactive DLQ; probe:fail fails every receive and joins it; the
+// alarm turns ALARM, a red card reaches the operator's phone; the fix of
+// both probes is deployed, Redrive on the card empties the DLQ (both
+// messages), both events are answered, and the card turns green: the
+// alarm's OK card arrives (data-state OK, green) and the red card is marked
+// resolved (data-resolved true, its header green).
 func TestBrowserProbeFailToRedriveTurnsTheCardGreen(t *testing.T) {
 	fixed.Store(false)
 	t.Cleanup(func() { fixed.Store(false) })
@@ -185,9 +187,11 @@ func TestBrowserProbeFailToRedriveTurnsTheCardGreen(t *testing.T) {
 	pipeline := `document.querySelector('#tab-pipeline').innerText + '\n---\n' + document.querySelector('#phone').innerText`
 	p.typeText("menu") // the README's screenshot: a Flex card in the chat too
 	p.wait("the menu", `document.querySelectorAll('#chat [data-testid=flex-bubble]').length >= 3`, chatDump)
-	p.typeText("probe:fail")
+	p.typeText("probe:panic") // step 6
+	p.wait("the crash card", `document.querySelector('#phone').innerText.includes('CRASH')`, pipeline)
+	p.typeText("probe:fail") // step 7
 	row := fmt.Sprintf(`document.querySelector('[data-testid=queue-row][data-queue=%q]')`, dlq)
-	p.wait("the DLQ's count to rise", row+` && Number(`+row+`.dataset.visible) >= 1`, pipeline)
+	p.wait("both probes in the DLQ", row+` && Number(`+row+`.dataset.visible) === 2`, pipeline)
 	p.wait("the alarm to turn ALARM", fmt.Sprintf(`document.querySelector('[data-testid=alarm][data-alarm=%q]')?.dataset.state === 'ALARM'`, alarm), pipeline)
 	red := fmt.Sprintf(`document.querySelector('#phone [data-testid=operator-card][data-alarm=%q][data-state=ALARM]')`, alarm)
 	p.wait("a red card on the operator's phone", red+` !== null && getComputedStyle(`+red+`.querySelector('.flex-header > .flex-box')).backgroundColor === 'rgb(217, 48, 37)'`, pipeline)
@@ -196,12 +200,12 @@ func TestBrowserProbeFailToRedriveTurnsTheCardGreen(t *testing.T) {
 	fixed.Store(true) // deploy the fix, then redrive
 	p.clickJS("the card's Redrive button", red+`?.querySelector('[data-testid=redrive-button][data-queue=InteractiveDLQ]')`, pipeline)
 	p.wait("the DLQ to empty", row+` && `+row+`.dataset.visible === '0'`, pipeline)
-	p.wait("the operator's tap answered", `document.querySelector('#phone').innerText.includes('Redrive of')`, pipeline)
+	p.wait("the operator's tap answered", `document.querySelector('#phone').innerText.includes('2 message(s) moved back')`, pipeline)
 	p.wait("the alarm to turn OK", fmt.Sprintf(`document.querySelector('[data-testid=alarm][data-alarm=%q]')?.dataset.state === 'OK'`, alarm), pipeline)
 	green := fmt.Sprintf(`document.querySelector('#phone [data-testid=operator-card][data-alarm=%q][data-state=OK]')`, alarm)
 	p.wait("a green OK card", green+` !== null && getComputedStyle(`+green+`.querySelector('.flex-header > .flex-box')).backgroundColor === 'rgb(30, 142, 62)'`, pipeline)
 	p.wait("the red card turned green", red+`?.dataset.resolved === 'true' && getComputedStyle(`+red+`.querySelector('.flex-header > .flex-box')).backgroundColor === 'rgb(30, 142, 62)'`, pipeline)
-	p.wait("the redriven event answered by the fixed handler", botSays(fixedReply), chatDump)
+	p.wait("both redriven events answered by the fixed handlers", fmt.Sprintf(`[...document.querySelectorAll('#chat [data-testid=chat-message][data-from=bot]')].filter(m => m.innerText.includes(%q)).length === 2`, fixedReply), chatDump)
 }
 
 // Opening an event shows its timeline and its X-Ray traces as a waterfall:

@@ -40,12 +40,12 @@ const (
 	waitFor = 30 * time.Second
 )
 
-// fixed is "the fix is deployed": from then on probe:fail is answered
-// (README: fix the handler and deploy, then redrive).
+// fixed is "the fix is deployed": from then on probe:fail and probe:panic
+// are answered (docs/local.md step 7: fix both probes, then redrive).
 var fixed atomic.Bool
 
-// fixedReply is what the fixed handler answers probe:fail with.
-const fixedReply = "Fixed in this deploy: probe:fail handled."
+// fixedReply is what the fixed handlers answer the probes with.
+const fixedReply = "Fixed in this deploy: probe handled."
 
 // exampleBot is internal/app's bot as `linegate local` runs it, plus the fix the
 // redrive test deploys.
@@ -53,7 +53,7 @@ func exampleBot(cfg config.Worker) *bot.Router {
 	r := app.New(app.Config{Probes: cfg.Probes})
 	r.Use(func(next bot.Handler) bot.Handler {
 		return func(ctx context.Context, e *bot.Event) error {
-			if text, ok := e.Text(); ok && fixed.Load() && strings.HasPrefix(text, "probe:fail") {
+			if text, ok := e.Text(); ok && fixed.Load() && (strings.HasPrefix(text, "probe:fail") || strings.HasPrefix(text, "probe:panic")) {
 				return e.ReplyText(ctx, fixedReply)
 			}
 			return next(ctx, e)

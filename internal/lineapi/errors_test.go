@@ -3,7 +3,10 @@ package lineapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/linetoken"
@@ -100,7 +103,8 @@ func TestTokenRefreshedOnceOn401MidFlight(t *testing.T) {
 	e := newEnv(t, linemock.WithChannel("1234567890", "secret"))
 	src := linetoken.NewMinted(linetoken.Endpoint{BaseURL: e.srv.URL}.Stateless("1234567890", "secret"), e.clk.Now)
 	c := e.client(WithTokenSource(src))
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a refresh loop fails here, not the suite
+	defer cancel()
 	if err := c.Push(ctx, user, RetryKey(eventID, 0), msg("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +128,54 @@ func TestTokenRefreshedOnceOn401MidFlight(t *testing.T) {
 	}
 	if n := e.calls(linemock.PathPush, 401); n != 3 {
 		t.Errorf("%d answers 401 in all, want 3 (1 earlier + 2: one refresh only)", n)
+	}
+}
+
+// refusedSource hands out tokens LINE never issued and counts its
+// refreshes; past maxRefreshes it fails, so a client that refreshes on
+// every 401 ends (and this test names the fault) instead of looping.
+type refusedSource struct {
+	mu        sync.Mutex
+	refreshes int
+}
+
+const maxRefreshes = 5
+
+func (s *refusedSource) Token(context.Context) (string, error) { return "never-issued-0", nil }
+
+func (s *refusedSource) Refresh(_ context.Context, stale string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshes++
+	if s.refreshes > maxRefreshes {
+		return "", fmt.Errorf("refreshed %d times for one call (the last stale token %s)", s.refreshes, stale)
+	}
+	return fmt.Sprintf("never-issued-%d", s.refreshes), nil
+}
+
+// A 401 is answered by one refresh per call, never one per 401: when the
+// refreshed token is refused too, the call fails at once with a permanent
+// ErrUnauthorized after exactly two attempts. (A client refreshing on
+// every 401 would loop while LINE refuses; the source stops it after a few
+// and the deadline bounds it, so it fails here by name.)
+func TestSecond401IsNotRefreshedAgain(t *testing.T) {
+	e := newEnv(t, linemock.WithTokens("the-only-token-LINE-issued"))
+	src := &refusedSource{}
+	c := New("", WithBaseURL(e.srv.URL), WithTokenSource(src), WithLogger(e.client().log))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.Push(ctx, user, RetryKey(eventID, 0), msg("x"))
+	src.mu.Lock()
+	refreshes := src.refreshes
+	src.mu.Unlock()
+	if refreshes != 1 {
+		t.Fatalf("%d refreshes for one call whose every token LINE refused; want exactly 1 (err %v)", refreshes, err)
+	}
+	if n := e.calls(linemock.PathPush, 401); n != 2 {
+		t.Errorf("%d push attempts answered 401, want 2 (the first token, then the refreshed one)", n)
+	}
+	if !errors.Is(err, ErrUnauthorized) || !isPermanent(err) {
+		t.Errorf("err = %v, want a permanent ErrUnauthorized", err)
 	}
 }
 

@@ -151,10 +151,14 @@ func (s *eventSource) invoke(ctx context.Context, msgs []sqstypes.Message, crash
 		}
 		del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 	}
-	if len(del) > 0 {
-		if _, err := s.sqs.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.url), Entries: del}); err != nil {
+	// DeleteMessageBatch takes at most 10 entries; a mapping's batch may
+	// hold up to 100 (the notifier's), or more with a batching window.
+	for len(del) > 0 {
+		n := min(len(del), 10)
+		if _, err := s.sqs.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.url), Entries: del[:n]}); err != nil {
 			s.runtime.log.Warn("delete batch failed; records will be received again", "queue", s.queue.Name, "error", err.Error())
 		}
+		del = del[n:]
 	}
 }
 

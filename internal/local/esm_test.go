@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -84,15 +85,29 @@ func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
 			if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(`{}`)}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(600 * time.Millisecond) // six visibility timeouts at this scale
+			// The positive signal: a record that comes back is received a
+			// second time; one that does not is gone from the queue (a
+			// deleted record never comes back).
+			url := aws.ToString(q.QueueUrl)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				n := receives
+				mu.Unlock()
+				st := c.QueueStats(url)
+				if (tt.wantAgain && n >= 2) || (!tt.wantAgain && n >= 1 && st.Visible+st.InFlight == 0) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 10 s: received %d times, queue %+v; want it %s", n, st, map[bool]string{true: "received again", false: "deleted"}[tt.wantAgain])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			cancel()
 			<-done
 			mu.Lock()
 			n := receives
 			mu.Unlock()
-			if tt.wantAgain && n < 2 {
-				t.Fatalf("received %d times, want it back after the visibility timeout", n)
-			}
 			if !tt.wantAgain && n != 1 {
 				t.Fatalf("received %d times, want once", n)
 			}
@@ -163,5 +178,61 @@ func TestEventSourceBatchingWindow(t *testing.T) {
 			cancel()
 			<-done
 		})
+	}
+}
+
+// A batch of more than 10 records (the notifier's mapping takes up to 100)
+// is deleted in full once its handler succeeded: SQS's DeleteMessageBatch
+// takes at most 10 entries, so the deletes go in groups of 10; one call
+// for them all would fail and leave every record to come back after its
+// visibility timeout, to be handled again.
+func TestEventSourceDeletesBatchesOverTen(t *testing.T) {
+	c := mem.New()
+	defer c.Close()
+	ctx := context.Background()
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("ops"), Attributes: map[string]string{"VisibilityTimeout": "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := aws.ToString(q.QueueUrl)
+	for i := range 25 {
+		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &Runtime{log: telemetry.NewLogger(io.Discard), counters: newCounters(), out: newPrinter(io.Discard),
+		events: newEventLog(0), top: &template.Topology{Region: "us-east-1"}, cfg: Config{TimeScale: 1}}
+	handled := make(chan int, 10)
+	es := &eventSource{runtime: rt, sqs: c, fn: template.Function{Name: "notifier", Timeout: time.Second},
+		mapping: template.SQSMapping{BatchSize: 100, BatchingWindow: 200 * time.Millisecond, ReportBatchItemFailures: true},
+		queue:   template.Queue{Name: "ops"}, url: url, metrics: nopFlush{}, alerts: true,
+		handle: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			handled <- len(ev.Records)
+			return events.SQSEventResponse{}, nil
+		}}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+	defer func() { cancel(); <-done }()
+	total := 0
+	deadline := time.After(10 * time.Second)
+	for total < 25 {
+		select {
+		case n := <-handled:
+			total += n
+		case <-deadline:
+			t.Fatalf("%d of 25 records handled within 10 s", total)
+		}
+	}
+	// Handled; the positive signal of their deletion is an empty queue
+	// (with a 600 s visibility timeout, an undeleted record stays in flight).
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st := c.QueueStats(url)
+		if st.Visible+st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("queue %+v 10 s after its 25 records were handled: the deletes failed", st)
+		}
 	}
 }

@@ -100,11 +100,12 @@ func TestRunningForMonths(t *testing.T) {
 			t.Fatalf("no Redrive postback on the card %s", card.Messages[0])
 		}
 		// Another user with the real data, and the operator with altered data: nothing.
-		deliver(t, lp, lp.Postback(stranger, data))
+		strangers := deliver(t, lp, lp.Postback(stranger, data))
 		parts := strings.Split(data, ".")
 		parts[2] = base64.RawURLEncoding.EncodeToString([]byte("linegate-BackgroundDLQ"))
-		deliver(t, lp, lp.Postback(DefaultOperator, strings.Join(parts, ".")))
-		time.Sleep(time.Second)
+		altered := deliver(t, lp, lp.Postback(DefaultOperator, strings.Join(parts, ".")))
+		waitSettled(t, rt, 10*time.Second, strangers)
+		waitSettled(t, rt, 10*time.Second, altered)
 		if q := getQueue(t, rt, "linegate-InteractiveDLQ.fifo"); q.Visible != 1 {
 			t.Fatalf("a refused postback moved the DLQ: %+v", q)
 		}
@@ -125,8 +126,8 @@ func TestRunningForMonths(t *testing.T) {
 		eventually(t, 10*time.Second, "the DLQ drained", func() bool { return getQueue(t, rt, "linegate-InteractiveDLQ.fifo").Visible == 0 })
 		// The same button again: already used, nothing happens.
 		before := len(messages(t, rt))
-		deliver(t, lp, lp.Postback(DefaultOperator, data))
-		time.Sleep(time.Second)
+		again := deliver(t, lp, lp.Postback(DefaultOperator, data))
+		waitSettled(t, rt, 10*time.Second, again)
 		for _, m := range messages(t, rt)[before:] {
 			if m.To == DefaultOperator && strings.Contains(string(m.Messages[0]), "Redrive of") {
 				t.Fatal("a used button acted again")

@@ -98,8 +98,8 @@ func checkOrder(t *testing.T, rt *Runtime, users []string, text func(user string
 	return false
 }
 
-// waitReplies waits until every user has n replies (and a little longer,
-// so a reply sent twice or out of order would be seen).
+// waitReplies waits until every user has n replies and the chat queue is
+// drained, so a reply sent twice or out of order has been sent by then.
 func waitReplies(t *testing.T, rt *Runtime, users []string, n int, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, fmt.Sprintf("%d replies to each of %d users", n, len(users)), func() bool {
@@ -111,7 +111,7 @@ func waitReplies(t *testing.T, rt *Runtime, users []string, n int, timeout time.
 		}
 		return true
 	})
-	time.Sleep(200 * time.Millisecond)
+	waitDrained(t, rt, timeout, "linegate-InteractiveQueue.fifo")
 }
 
 // Ten events from one user in one webhook body are answered in body order,
@@ -173,9 +173,9 @@ func TestChatOrderAcrossBodies(t *testing.T) {
 			}
 		}
 	})
-	waitReplies(t, rt, users, 10, 60*time.Second)
 	stop()
 	load.Wait()
+	waitReplies(t, rt, users, 10, 60*time.Second)
 	checkOrder(t, rt, users, text)
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -136,6 +137,15 @@ func newToken() string {
 }
 
 // guard wraps every handler of the server:
+//   - a request a web page in the developer's browser made from another
+//     origin is refused on every path but the console's page and assets
+//     (crossOrigin): a page open in the same browser must not subscribe a
+//     queue to the ops topic, publish a forged event, spend the quota or
+//     switch redelivery off;
+//   - the AWS endpoint (POST /) takes only requests signed with AWS
+//     Signature Version 4, as every SDK and the AWS CLI sends them: a form a
+//     page posts carries no such header, and a page cannot add one without
+//     a CORS preflight, which nothing here answers;
 //   - bodies are read through Limits.MaxBodyBytes (a declared larger length
 //     is refused at once) on every path but the webhook's, which reads
 //     through its own limit;
@@ -149,22 +159,33 @@ type guard struct {
 	token   string
 	webhook func(path string) bool
 	// public requests hold no data and need no token (the console's page
-	// and scripts, which then send the token on every data request).
+	// and scripts, which then send the token on every data request); a
+	// link on another site may open them.
 	public func(r *http.Request) bool
 }
 
 func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	isPublic := g.public != nil && g.public(r)
+	if why := crossOrigin(r); why != "" && !isPublic {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "refused: a request from a web page of another origin (" + why +
+			"): linegate local acts only for its own console, the SDKs and the command line"})
+		return
+	}
 	if g.webhook(r.URL.Path) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
 	switch {
-	case g.token != "" && !hasToken(r, g.token) && (g.public == nil || !g.public(r)):
+	case g.token != "" && !hasToken(r, g.token) && !isPublic:
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "this linegate local is reachable beyond loopback: " +
 			"send the token printed at start (Authorization: Bearer TOKEN, X-Linegate-Token: TOKEN, ?token=TOKEN, or TOKEN as the AWS access key id)"})
 		return
 	case g.token == "" && !loopbackHost(r.Host):
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "Host is not a loopback name: refused (DNS rebinding guard)"})
+		return
+	case isAWSEndpoint(r) && !sigV4Shaped(r.Header.Get("Authorization")):
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "the AWS endpoint takes requests signed with AWS Signature Version 4 " +
+			"(Authorization: AWS4-HMAC-SHA256 Credential=…): an SDK or the AWS CLI with any credentials signs every request"})
 		return
 	case r.ContentLength > g.limits.MaxBodyBytes:
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "request body too large"})
@@ -172,6 +193,80 @@ func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, g.limits.MaxBodyBytes)
 	g.next.ServeHTTP(w, r)
+}
+
+// crossOrigin says why r was made by a web page of another origin than this
+// server's, or "" when it was not: a browser names the page's origin in
+// Origin (on every cross-origin request but a plain GET) and says in
+// Sec-Fetch-Site where the request comes from ("same-origin", or "none"
+// for an address typed or opened from a bookmark; "same-site" is another
+// port of the same host, e.g. another dev server). The SDKs, the CLI, curl
+// and LINE send neither header.
+func crossOrigin(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, "http://"+r.Host) && !strings.EqualFold(o, "https://"+r.Host) {
+		return "Origin " + o
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+		return ""
+	default:
+		return "Sec-Fetch-Site " + site
+	}
+}
+
+// isAWSEndpoint reports whether r is for the AWS endpoint: the SDKs post
+// every call of the JSON and query protocols to "/".
+func isAWSEndpoint(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/"
+}
+
+// sigV4Shaped reports whether auth has the shape of a Signature Version 4
+// Authorization header: AWS4-HMAC-SHA256 Credential=KEY/YYYYMMDD/REGION/
+// SERVICE/aws4_request, SignedHeaders=…;host;…, Signature=<64 hex digits>
+// (docs/security.md cites AWS's reference). The signature is not checked:
+// the access key id is the only secret a local client has (the token, when
+// one is set), and it travels in the header anyway.
+func sigV4Shaped(auth string) bool {
+	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
+	if !ok {
+		return false
+	}
+	var cred, signed, sig string
+	for _, part := range strings.Split(rest, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return false
+		}
+		switch k {
+		case "Credential":
+			cred = v
+		case "SignedHeaders":
+			signed = v
+		case "Signature":
+			sig = v
+		default:
+			return false
+		}
+	}
+	scope := strings.Split(cred, "/")
+	if len(scope) != 5 || scope[0] == "" || !allIn(scope[1], "0123456789") || len(scope[1]) != 8 ||
+		scope[2] == "" || scope[3] == "" || scope[4] != "aws4_request" {
+		return false
+	}
+	if !slices.Contains(strings.Split(signed, ";"), "host") {
+		return false
+	}
+	return len(sig) == 64 && allIn(sig, "0123456789abcdef")
+}
+
+// allIn reports whether every byte of s is one of chars.
+func allIn(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		if !strings.ContainsRune(chars, rune(s[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasToken reports whether r carries token: as a bearer token (the LINE API

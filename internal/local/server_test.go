@@ -281,3 +281,40 @@ func TestHasToken(t *testing.T) {
 
 // start0Bot is the testbot, for tests that call Start themselves.
 func start0Bot(config.Worker) *bot.Router { return testbot.New() }
+
+// A token is compared whole: no prefix of it (an empty one, one byte short,
+// its first half) nor the token with bytes after it is accepted, in any of
+// the places a client may send it.
+func TestTokenPrefixIsRefused(t *testing.T) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	for _, c := range []string{"", tok[:1], tok[:len(tok)/2], tok[:len(tok)-1], tok + "0", tok + tok} {
+		for _, where := range []map[string]string{
+			{"Authorization": "Bearer " + c},
+			{"X-Linegate-Token": c},
+			{"Authorization": "AWS4-HMAC-SHA256 Credential=" + c + "/20261201/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=" + strings.Repeat("0", 64)},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, "http://x/_local/events?token="+c, nil)
+			for k, v := range where {
+				req.Header.Set(k, v)
+			}
+			if hasToken(req, tok) {
+				t.Errorf("%q accepted for the token %q (sent as %v and ?token=)", c, tok, where)
+			}
+		}
+	}
+	// And the whole token is, so the refusals above are about the prefix.
+	req, _ := http.NewRequest(http.MethodGet, "http://x/_local/events", nil)
+	req.Header.Set("X-Linegate-Token", tok)
+	if !hasToken(req, tok) {
+		t.Fatal("the token itself is refused")
+	}
+}
+
+// The default address is loopback: `linegate local` without --addr must not
+// expose /_local, the AWS endpoint and the LINE API mock to the network.
+func TestDefaultAddrIsLoopback(t *testing.T) {
+	loop, err := isLoopback(DefaultAddr)
+	if err != nil || !loop {
+		t.Fatalf("DefaultAddr %q: loopback %v (%v); want a loopback address", DefaultAddr, loop, err)
+	}
+}

@@ -7,12 +7,14 @@
 package motoserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,26 +43,64 @@ func Start(t testing.TB) string {
 	}
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	cmd.Env = append(os.Environ(), "MOTO_ALLOW_NONEXISTENT_REGION=true")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start moto_server: %v", err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	})
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
+	// moto_server imports every service's model before it answers: seconds
+	// on an idle machine, tens of seconds on a loaded one (it missed 30 s at
+	// a load average of 20 on 2 cores). The wait ends on its answer, or on
+	// its exit, with its output.
+	deadline := time.Now().Add(startWait)
 	for {
 		resp, err := http.Get(endpoint + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
 			return endpoint
 		}
+		select {
+		case werr := <-exited:
+			exited <- werr // for the cleanup
+			t.Fatalf("moto_server exited before it answered on %s (%v):\n%s", endpoint, werr, out.String())
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("moto_server did not answer on %s within 30s: %v", endpoint, err)
+			t.Fatalf("moto_server did not answer on %s within %v: %v\n%s", endpoint, startWait, err, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startWait bounds how long Start waits for moto_server to answer.
+const startWait = 2 * time.Minute
+
+// lockedBuffer is moto_server's output, kept for a failure message.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil // enough for a failure message
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Config returns an AWS config that sends every client to endpoint with

@@ -1,30 +1,60 @@
 package motoserver
 
 import (
-	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"time"
 )
 
-func TestStartServesAWSProtocol(t *testing.T) {
-	ep := Start(t)
-	c := sqs.NewFromConfig(Config(ep))
-	ctx := context.Background()
-	if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: strPtr("probe")}); err != nil {
-		t.Fatalf("create queue on moto: %v", err)
-	}
-	out, err := c.ListQueues(ctx, &sqs.ListQueuesInput{})
-	if err != nil || len(out.QueueUrls) != 1 {
-		t.Fatalf("list queues = %v, %v; want one queue", out, err)
-	}
-	if err := Reset(ctx, ep); err != nil {
-		t.Fatal(err)
-	}
-	out, err = c.ListQueues(ctx, &sqs.ListQueuesInput{})
-	if err != nil || len(out.QueueUrls) != 0 {
-		t.Fatalf("after reset list queues = %v, %v; want none", out.QueueUrls, err)
-	}
+// fatalTB is a testing.TB whose Fatalf records the message and ends the
+// goroutine, as the testing package's does.
+type fatalTB struct {
+	testing.TB
+	mu       sync.Mutex
+	msg      string
+	cleanups []func()
 }
 
-func strPtr(s string) *string { return &s }
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Cleanup(fn func()) { f.mu.Lock(); f.cleanups = append(f.cleanups, fn); f.mu.Unlock() }
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// A moto_server that exits before it answers fails Start at once, with its
+// output, instead of after the whole start wait.
+func TestStartFailsAtOnceWhenMotoExits(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho 'moto: cannot bind: address in use' >&2\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(dir, "moto_server"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(tb)
+	}()
+	select {
+	case <-done:
+	case <-time.After(startWait / 2):
+		t.Fatalf("Start still waiting %v after moto_server exited", startWait/2)
+	}
+	for _, c := range tb.cleanups {
+		c()
+	}
+	if !strings.Contains(tb.msg, "exited before it answered") || !strings.Contains(tb.msg, "cannot bind") {
+		t.Fatalf("Start failed with %q; want that moto_server exited, with its output", tb.msg)
+	}
+}

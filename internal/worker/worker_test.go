@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -840,6 +842,21 @@ func TestFailureStopsItsChatOnly(t *testing.T) {
 	}
 }
 
+// refresherGone reports whether, within timeout, no goroutine runs the
+// loading refresher (keepLoading's) any more.
+func refresherGone(timeout time.Duration) bool {
+	buf := make([]byte, 1<<20)
+	for end := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("worker.keepLoading.func")) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
 func sameSet(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
@@ -864,6 +881,8 @@ func TestFailureSettling(t *testing.T) {
 	}{
 		{name: "permanent, first receive", msg: chatMessage("p1", "Ualice", 1, "permanent"), wantDLQ: "permanent"},
 		{name: "undecodable, first receive", msg: malformed, wantDLQ: "malformed"},
+		{name: "an event the SDK cannot decode (bot.ErrEvent), first receive", msg: undecodableEvent("e1", "Ualice", `"type":"message","message":"not an object"`), wantDLQ: "malformed"},
+		{name: "an event without a type (bot.ErrEvent), first receive", msg: undecodableEvent("e2", "Ualice", `"kind":"message"`), wantDLQ: "malformed"},
 		{name: "transient, receive 1", msg: chatMessage("t1", "Ualice", 1, "fail"), wantFailed: true, wantVis: []int32{2}},
 		{name: "transient, receive 3", msg: chatMessage("t3", "Ualice", 3, "fail"), wantFailed: true, wantVis: []int32{8}},
 		{name: "transient, receive 4", msg: chatMessage("t4", "Ualice", 4, "fail"), wantFailed: true, wantVis: []int32{16}},
@@ -911,6 +930,43 @@ func TestFailureSettling(t *testing.T) {
 				t.Fatalf("metrics %v, result %+v", m.Counts(), f.seen[0])
 			}
 		})
+	}
+}
+
+// undecodableEvent is a chat queue record whose envelope is sound but whose
+// event (a user's, with the members fields) the bot's reader refuses:
+// bot.ErrEvent.
+func undecodableEvent(id, user, fields string) events.SQSMessage {
+	m := chatMessage(id, user, 1, "x")
+	m.Body = message(id, 1, json.RawMessage(`{"webhookEventId":"`+id+`","mode":"active","source":{"type":"user","userId":"`+user+`"},`+fields+`}`)).Body
+	return m
+}
+
+// An event the bot cannot decode (bot.ErrEvent) is dead-lettered on its
+// first receive, so the next event of its chat, in the same batch, runs at
+// once instead of waiting behind five receives of a record that can never
+// succeed.
+func TestUndecodableEventDoesNotBlockItsChat(t *testing.T) {
+	q := newFakeSQS(5)
+	f := newFixture(t, echoRouter(), WithQueues(q))
+	f.line.IssueReplyTokenTo("rt-g1", "Ualice", time.Now())
+	bad, good := undecodableEvent("b1", "Ualice", `"type":"message","message":"not an object"`), chatMessage("g1", "Ualice", 1, "after")
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{bad, good}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failed records %v; want none: the undecodable one dead-lettered, the next one handled", failedIDs(resp))
+	}
+	outcomes := map[string]Outcome{}
+	for _, r := range f.seen {
+		outcomes[r.MessageID] = r.Outcome
+	}
+	if outcomes["b1"] != OutcomeDeadLettered || outcomes["g1"] != OutcomeOK {
+		t.Fatalf("outcomes %v; want b1 dead-lettered at its first receive and g1 ok", outcomes)
+	}
+	if sent := q.sends(); len(sent) != 1 || aws.ToString(sent[0].MessageAttributes[AttrDeadLetterReason].StringValue) != "malformed" {
+		t.Fatalf("dead letters %+v; want b1's, reason malformed", sent)
+	}
+	if msgs := f.line.Messages(); len(msgs) != 1 || !strings.Contains(string(msgs[0].Messages[0]), "echo: after") {
+		t.Fatalf("LINE got %+v; want the echo of the event after the undecodable one", msgs)
 	}
 }
 
@@ -1082,13 +1138,21 @@ func TestLongWorkRefreshesLoading(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	if refresherGone(0) {
+		t.Fatal("no goroutine runs keepLoading's refresher while the loading is refreshed: the check below would prove nothing")
+	}
 	close(answer)
 	<-answered
-	time.Sleep(30 * time.Millisecond) // a refresh already under way ends
 	n := len(f.line.Loading())
-	time.Sleep(100 * time.Millisecond)
-	if got := len(f.line.Loading()); got != n {
-		t.Fatalf("loading shown %d more times after the handler answered", got-n)
+	// The positive signal: the refresher's goroutine ends at its first tick
+	// after the answer, while the handler is still at work (finish is not
+	// closed yet): a refresher that kept running would show up here.
+	if !refresherGone(5 * time.Second) {
+		t.Fatal("the loading refresher still runs 5 s after the handler answered (refresh every 20 ms)")
+	}
+	// At most a refresh already under way when the answer went out.
+	if got := len(f.line.Loading()); got > n+1 {
+		t.Fatalf("loading shown %d more times after the handler answered, want at most the one under way", got-n)
 	}
 	close(finish)
 	<-done
