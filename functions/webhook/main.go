@@ -7,9 +7,6 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/linegate/linegate/internal/compose"
 	"github.com/linegate/linegate/internal/compose/webhookfn"
 	"github.com/linegate/linegate/internal/config"
@@ -17,7 +14,8 @@ import (
 
 func main() {
 	compose.Main("webhook", config.LoadWebhook, func(ctx context.Context, cfg config.Webhook, env compose.Env) (any, error) {
-		h, err := webhookfn.New(ctx, cfg, eventbridge.NewFromConfig(env.AWS), sqs.NewFromConfig(env.AWS), env.Common)
+		bus, queue := webhookfn.Clients(env.AWS)
+		h, err := webhookfn.New(ctx, cfg, bus, queue, env.Common)
 		if err != nil {
 			return nil, err
 		}
