@@ -50,7 +50,7 @@ type manualClock struct {
 	now time.Time
 }
 
-func (c *manualClock) Now() time.Time           { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *manualClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *manualClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 func newRotatingHandler(t *testing.T, store *rotatingStore, m *testmetrics.Recorder) (*Handler, *manualClock) {
