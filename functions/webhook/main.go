@@ -1,6 +1,7 @@
 // Command webhook is the API Gateway Lambda that verifies LINE's signature,
 // hands every event to EventBridge and every chat event to the FIFO chat
-// queue, and answers in milliseconds. The logic
+// queue, and answers in milliseconds; it also sends replayed chat events on
+// from the replay queue to the chat queue. The logic
 // lives in internal/ingress, the wiring in internal/compose/webhookfn.
 package main
 
@@ -19,6 +20,6 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		return compose.Flushing(env.EMF, h.APIGateway), nil
+		return compose.Flushing(env.EMF, webhookfn.Lambda(h)), nil
 	})
 }

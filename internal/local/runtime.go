@@ -444,7 +444,7 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 		env := r.functionEnv(f)
 		switch {
 		case len(f.APIEvents) > 0:
-			if err := r.startWebhook(ctx, f, env, mux); err != nil {
+			if err := r.startWebhook(ctx, rctx, f, env, mux); err != nil {
 				return err
 			}
 		case len(f.SQSEvents) > 0 && r.readsTopic(f):
@@ -474,7 +474,10 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 	return nil
 }
 
-func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env config.Getenv, mux *http.ServeMux) error {
+// startWebhook serves the webhook's API routes and polls its SQS event
+// sources (the replay queue), as Lambda would invoke the one function for
+// both.
+func (r *Runtime) startWebhook(ctx, rctx context.Context, f template.Function, env config.Getenv, mux *http.ServeMux) error {
 	cfg, err := config.LoadWebhook(env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
@@ -487,6 +490,13 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 	secrets := [][]byte{[]byte(cfg.Secret.Value)}
 	if cfg.PreviousSecret.Value != "" {
 		secrets = append(secrets, []byte(cfg.PreviousSecret.Value))
+	}
+	if len(f.SQSEvents) > 0 {
+		sources, err := r.sqsSources(f, h.Replays, m, false)
+		if err != nil {
+			return err
+		}
+		(&workerRun{sources: sources}).start(rctx, &r.wg)
 	}
 	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets, maxBody: cfg.MaxBodyBytes}
 	for _, a := range f.APIEvents {

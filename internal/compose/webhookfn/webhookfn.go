@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -72,4 +73,24 @@ func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSe
 		}, cfg.SecretRefreshCooldown))
 	}
 	return ingress.New(pub, opts...)
+}
+
+// Event is what the webhook function is invoked with: an API Gateway proxy
+// request (HTTP API, payload format 1.0) from LINE, or a batch of records
+// from its replay queue's event source. One decoding reads either.
+type Event struct {
+	events.APIGatewayProxyRequest
+	Records []events.SQSMessage `json:"Records"`
+}
+
+// Lambda is the webhook function's handler: a batch of records is a replay
+// to send on to the chat queue (ingress.Handler.Replays), anything else a
+// webhook (ingress.Handler.APIGateway).
+func Lambda(h *ingress.Handler) func(context.Context, Event) (any, error) {
+	return func(ctx context.Context, ev Event) (any, error) {
+		if len(ev.Records) > 0 {
+			return h.Replays(ctx, events.SQSEvent{Records: ev.Records})
+		}
+		return h.APIGateway(ctx, ev.APIGatewayProxyRequest)
+	}
 }

@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -253,3 +256,60 @@ func TestRetryerPinned(t *testing.T) {
 type noWait struct{ aws.RetryerV2 }
 
 func (noWait) RetryDelay(int, error) (time.Duration, error) { return 0, nil }
+
+// recordingQueue keeps what it is sent.
+type recordingQueue struct {
+	mu   sync.Mutex
+	sent []sqstypes.SendMessageBatchRequestEntry
+}
+
+func (q *recordingQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	q.mu.Lock()
+	q.sent = append(q.sent, in.Entries...)
+	q.mu.Unlock()
+	return acceptingQueue{}.SendMessageBatch(ctx, in, o...)
+}
+
+// The function's one handler reads both of its event shapes: the events/
+// sample API Gateway request sam local invokes it with is a webhook; an SQS
+// batch from the replay queue is sent on to the chat queue.
+func TestLambdaDispatch(t *testing.T) {
+	cfg := webhookConfig(t, map[string]string{"LINE_CHANNEL_SECRET": "linegate-sample-channel-secret"}) // events/env.json's
+	q := &recordingQueue{}
+	h, err := New(context.Background(), cfg, acceptingBus{}, q, compose.Common{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := Lambda(h)
+	sample, err := os.ReadFile("../../../events/webhook-text-message.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev Event
+	if err := json.Unmarshal(sample, &ev); err != nil {
+		t.Fatal(err)
+	}
+	out, err := handle(context.Background(), ev)
+	resp, ok := out.(events.APIGatewayProxyResponse)
+	if err != nil || !ok || resp.StatusCode != 200 {
+		t.Fatalf("the sample webhook: %#v %v", out, err)
+	}
+	live := len(q.sent)
+	if live != 1 || aws.ToString(q.sent[0].MessageGroupId) == "" {
+		t.Fatalf("live: %d messages sent, %+v", live, q.sent)
+	}
+
+	replay := fmt.Sprintf(`{"Records":[{"messageId":"m1","eventSource":"aws:sqs","body":%q}]}`, `{"replay-name":"r","detail":{"chat":"Uabc","event":{"type":"follow","webhookEventId":"01R"}}}`)
+	ev = Event{}
+	if err := json.Unmarshal([]byte(replay), &ev); err != nil {
+		t.Fatal(err)
+	}
+	out, err = handle(context.Background(), ev)
+	batch, ok := out.(events.SQSEventResponse)
+	if err != nil || !ok || len(batch.BatchItemFailures) != 0 {
+		t.Fatalf("the replay batch: %#v %v", out, err)
+	}
+	if len(q.sent) != live+1 || aws.ToString(q.sent[live].MessageGroupId) != "Uabc" || !strings.HasPrefix(aws.ToString(q.sent[live].MessageDeduplicationId), "replay:") {
+		t.Fatalf("replayed message %+v: want group Uabc, a replay deduplication id", q.sent[live:])
+	}
+}
