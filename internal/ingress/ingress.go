@@ -156,8 +156,8 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 // RequestsRejected.
 func WithMetrics(r telemetry.Recorder) Option { return func(h *Handler) { h.metrics = r } }
 
-// WithEventLogs turns the per-event "event accepted" log line on or off
-// (default on).
+// WithEventLogs turns the per-event "event accepted" log line, logged at
+// DEBUG, on or off (default on).
 func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = on } }
 
 // New returns a Handler publishing to pub.
@@ -261,9 +261,12 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		return Response{500, bodyPublish}, err
 	}
 	h.metrics.Count(MetricEventsAccepted, float64(len(entries)))
-	if h.logEachEvent {
+	// One line per event at DEBUG (LOG_LEVEL=DEBUG): at INFO the worker's
+	// "record processed" line and the EventsAccepted metric already say it,
+	// and CloudWatch Logs bills every line (docs/cost.md).
+	if h.logEachEvent && h.log.Enabled(ctx, slog.LevelDebug) {
 		for i, e := range entries {
-			h.log.InfoContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")
+			h.log.DebugContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")
 		}
 	}
 	return Response{200, okBody(len(entries))}, nil

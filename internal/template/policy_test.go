@@ -187,7 +187,11 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 			}
 		}
 		add(id+"(SAM AWSLambdaBasicExecutionRole)", samManaged["AWSLambdaBasicExecutionRole"])
-		if s, _ := scalarString(r.props["Tracing"]); s == "Active" {
+		props, err := e.props(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := scalarString(props["Tracing"]); s == "Active" {
 			add(id+"(SAM AWSXrayWriteOnlyAccess)", samManaged["AWSXrayWriteOnlyAccess"])
 		}
 		events, _ := r.props["Events"].(map[string]any)
