@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// counters feed the Lambda Errors and API Gateway 5XXError alarms.
+// counters feed the Lambda Errors and API Gateway 4xx/5xx alarms.
 type counters struct {
 	mu  sync.Mutex
 	cur counterSnapshot
@@ -17,6 +17,7 @@ type counterSnapshot struct {
 	invoked  map[string]int
 	errors   map[string]int
 	apiCalls int
+	api4xx   int
 	api5xx   int
 }
 
@@ -39,8 +40,11 @@ func (c *counters) api(status int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cur.apiCalls++
-	if status >= 500 {
+	switch {
+	case status >= 500:
 		c.cur.api5xx++
+	case status >= 400:
+		c.cur.api4xx++
 	}
 }
 
@@ -78,7 +82,11 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 	if r.line != nil {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
 		mux.Handle("GET /_local/line/loading", r.line.LoadingHandler())
-		mux.Handle("/v2/bot/", r.line)
+		var line http.Handler = r.line
+		if r.model != nil {
+			line = r.model.lineAPI(line)
+		}
+		mux.Handle("/v2/bot/", line)
 		r.opsRoutes(mux)
 	} else {
 		none := func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }

@@ -98,6 +98,11 @@ type Config struct {
 	LineRecords int
 	// Traces bounds /_local/traces (default DefaultTraces).
 	Traces int
+	// Capacity, when set, models the deployed stack's latencies, quotas and
+	// event source scaling around the pipeline, in dilated time (the
+	// capacity bench; the in-memory cloud only). It sets TimeScale to
+	// 1/Capacity.Dilation and replaces BusLatency.
+	Capacity *Capacity
 	// StateDir, when set, keeps the in-memory cloud's state in that
 	// directory (created when missing): the queues and DLQs with their FIFO
 	// state and in-flight messages, the DynamoDB tables (idempotency
@@ -149,6 +154,7 @@ type Runtime struct {
 	alarms     *alarmEvaluator
 	silencer   chatops.Silencer
 	chatOpsKey string
+	model      *capacityModel // Config.Capacity's running model; nil without
 	counters   *counters
 	console    consoleState // the browser console's stream, transcript, activity and log ring
 	out        *printer
@@ -212,6 +218,12 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
+	}
+	if cfg.Capacity != nil {
+		if cfg.EndpointURL != "" || cfg.StateDir != "" {
+			return nil, errors.New("local: the capacity model runs on the in-memory cloud only (no endpoint, no --state)")
+		}
+		cfg.TimeScale, cfg.BusLatency = 1/max(cfg.Capacity.Dilation, 1), 0
 	}
 	if cfg.Template == "" {
 		cfg.Template = "template.yaml"
@@ -324,6 +336,15 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		return err
 	}
 	r.res = res
+	if r.cfg.Capacity != nil {
+		reserved := 0
+		for _, f := range r.top.Functions {
+			reserved += f.ReservedConcurrency
+		}
+		r.model = newCapacityModel(*r.cfg.Capacity, reserved)
+		r.ports.bus = modelledBus{next: r.ports.bus, m: r.model}
+		r.ports.chat = modelledChatQueue{next: r.ports.chat, m: r.model}
+	}
 	r.ports.bus = acceptingBus{next: r.ports.bus, r: r}
 	r.ports.chat = holdingChatQueue{next: r.ports.chat, r: r}
 
@@ -414,6 +435,13 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 	}
 	if b := get("BOT_USER_ID"); b != "" {
 		env["BOT_USER_ID"] = b
+	}
+	if c := r.cfg.Capacity; c != nil {
+		// The webhook's hand-off deadline is modelled time too: dilated,
+		// within what the webhook's configuration accepts (5 s).
+		if ms, err := strconv.Atoi(env["PUBLISH_DEADLINE_MS"]); err == nil {
+			env["PUBLISH_DEADLINE_MS"] = strconv.Itoa(min(int(float64(ms)*max(c.Dilation, 1)), 5000))
+		}
 	}
 	return func(k string) string { return env[k] }
 }
@@ -528,7 +556,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	if r.mem != nil {
-		store = tracedStore{next: store, region: r.top.Region}
+		store = tracedStore{next: store, region: r.top.Region, model: r.model}
 	}
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
@@ -572,9 +600,9 @@ func (w *workerRun) start(parent context.Context, wg *sync.WaitGroup) {
 		if n <= 0 {
 			n = defaultPollers
 		}
-		for range n {
+		for i := range n {
 			wg.Add(1)
-			go func() { defer wg.Done(); es.poll(ctx, crashed) }()
+			go func() { defer wg.Done(); es.poll(ctx, crashed, i) }()
 		}
 	}
 }
@@ -667,8 +695,19 @@ func (r *Runtime) sqsSources(f template.Function, handle func(context.Context, e
 		if !ok {
 			return nil, fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
 		}
-		out = append(out, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
-			arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: metrics, alerts: alerts})
+		es := &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
+			arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: metrics, alerts: alerts}
+		url, n := es.url, sm.MaxConcurrency
+		if n <= 0 {
+			n = defaultPollers
+		}
+		if r.model != nil {
+			es.sqs = modelledSQS{next: r.ports.queues, m: r.model, fifo: q.FIFO}
+			es.gate = r.model.gate(r.rctx, q.LogicalID, n, func() bool { return r.mem.QueueStats(url).Visible > 0 })
+		} else {
+			es.gate = demandGate(n)
+		}
+		out = append(out, es)
 	}
 	return out, nil
 }
