@@ -31,6 +31,8 @@ type options struct {
 	env          map[string]map[string]string
 	hosts        map[string]string
 	ssm          string
+	ssmThrottle  int
+	only         []string
 }
 
 func newOptions(opts []Option) options {
@@ -98,6 +100,16 @@ func WithEnv(function string, env map[string]string) Option {
 // through a proxy that times each SSM call, so a Row tells the wait on the
 // endpoint from the rest of the INIT.
 func WithSSM(endpoint string) Option { return func(o *options) { o.ssm = endpoint } }
+
+// WithSSMThrottling makes the SSM endpoint of WithSSM answer the first n SSM
+// calls of every start with ThrottlingException, as Parameter Store does
+// when a burst of cold starts exceeds its throughput: the INIT measured then
+// includes the function's backoff.
+func WithSSMThrottling(n int) Option { return func(o *options) { o.ssmThrottle = n } }
+
+// WithFunctions makes Measure measure only these functions (folder names
+// under functions/) besides the hello-world baseline.
+func WithFunctions(names ...string) Option { return func(o *options) { o.only = names } }
 
 // WithHosts makes Start run the emulator, and so the function, in a private
 // mount namespace whose /etc/hosts is the machine's plus these entries (name
