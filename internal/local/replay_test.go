@@ -17,17 +17,17 @@ import (
 // chatTracker wraps a bot to see how many handlers of each chat run at once
 // (and of all chats), and which chats ever overlapped themselves.
 type chatTracker struct {
-	mu        sync.Mutex
-	inFlight  map[string]int
-	total     int
-	maxTotal  int
-	overlaps  map[string]int
-	handled   map[string]int // texts that ran, by text
-	handlerMS time.Duration
+	mu       sync.Mutex
+	inFlight map[string]int
+	total    int
+	maxTotal int
+	overlaps map[string]int
+	handled  map[string]int // texts that ran, by text
+	hold     time.Duration
 }
 
 func newChatTracker(hold time.Duration) *chatTracker {
-	return &chatTracker{inFlight: map[string]int{}, overlaps: map[string]int{}, handled: map[string]int{}, handlerMS: hold}
+	return &chatTracker{inFlight: map[string]int{}, overlaps: map[string]int{}, handled: map[string]int{}, hold: hold}
 }
 
 func (c *chatTracker) bot(config.Worker) *bot.Router {
@@ -45,7 +45,7 @@ func (c *chatTracker) bot(config.Worker) *bot.Router {
 			c.maxTotal = max(c.maxTotal, c.total)
 			c.handled[text]++
 			c.mu.Unlock()
-			time.Sleep(c.handlerMS) // the handler's I/O: an overlap has time to show
+			time.Sleep(c.hold) // the handler's I/O: an overlap has time to show
 			defer func() {
 				c.mu.Lock()
 				c.inFlight[chat]--
