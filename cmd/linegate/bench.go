@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/linegate/linegate/internal/bench"
@@ -34,7 +35,7 @@ func benchCommand(fs *flag.FlagSet) action {
 	interval := fs.Duration("redelivery-interval", bench.DefaultRedeliveryInterval, "wait before a redelivery")
 	only := fs.String("only", "", "run only these systems, comma-separated: sync, background, durable-direct, linegate")
 	tmpl := fs.String("template", bench.DefaultTemplate, "linegate's SAM template")
-	pollers := fs.Int("pollers", 0, "pollers per queue, linegate's and durable-direct's (default: the template's WorkerMaxConcurrency)")
+	pollers := fs.Int("pollers", 0, fmt.Sprintf("pollers per queue, linegate's (its WorkerMaxConcurrency) and durable-direct's (default %d, the same for both)", bench.DefaultDirectPollers))
 	drainTimeout := fs.Duration("drain-timeout", 0, "how long to wait for effects after the last delivery (default: derived)")
 	seed := fs.Uint64("seed", 0, "seed of the flaky/poison choice and of injected faults (default: a new one each run, printed in the report; pass it to repeat a run)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of markdown")
@@ -44,9 +45,50 @@ func benchCommand(fs *flag.FlagSet) action {
 	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
 	state := fs.Bool("state", false, "run linegate with --state in a fresh temporary directory: what durable queues and tables cost")
 	inPlace := fs.Bool("in-place", false, "mix: run the slow handlers as ordinary routes (no bot.Long), the design before long work, for comparison")
+	cost := fs.Bool("cost", false, "print docs/cost.md's table: the monthly cost of a million webhooks at the template's settings")
+	capacity := fs.Bool("capacity", false, "linegate only: run it at the template's settings inside the model of the deployed stack's latencies and quotas (docs/capacity.md), under a rising load, and report the sustained rate, the oldest message and the first limit met")
+	region := fs.String("region", bench.DefaultCapacityRegion, "capacity: whose quotas the model uses (ap-northeast-1, us-east-1)")
+	dilation := fs.Float64("dilation", bench.DefaultCapacityDilation, "capacity: how many times slower than the modelled time the run goes (every modelled duration that much longer, every quota that much lower)")
+	from := fs.Float64("from", bench.DefaultCapacityFrom, "capacity: first offered rate, events per modelled second")
+	to := fs.Float64("to", bench.DefaultCapacityTo, "capacity: highest offered rate")
+	stepRate := fs.Float64("step", bench.DefaultCapacityStepRate, "capacity: how much the offered rate rises each step")
+	stepFor := fs.Duration("step-duration", bench.DefaultCapacityStep, "capacity: how long each rate is offered (modelled)")
+	handlerIO := fs.Duration("handler-io", bench.DefaultCapacityHandler, "capacity: each event's handler I/O before its reply (modelled)")
+	chats := fs.Int("chats", bench.DefaultCapacityChats, "capacity: distinct chats sending the traffic")
+	accountConc := fs.Int("account-concurrency", 0, "capacity: the account's Lambda concurrency (default 1000; a new account's may be 10)")
+	params := map[string]string{}
+	fs.Func("param", "capacity: a template parameter override NAME=VALUE (repeatable), e.g. ApiThrottlingRateLimit=5000", func(v string) error {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		params[name] = value
+		return nil
+	})
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if len(args) > 0 {
 			return usageError{fmt.Sprintf("unexpected arguments: %v", args)}
+		}
+		if *cost {
+			c, err := bench.CostFromTemplate(*tmpl)
+			if err != nil {
+				return err
+			}
+			return c.WriteMarkdown(stdout)
+		}
+		if *capacity {
+			rep, err := bench.RunCapacity(ctx, bench.CapacityOptions{Template: *tmpl, Params: params, Region: *region, Dilation: *dilation,
+				From: *from, To: *to, Step: *stepRate, StepDuration: *stepFor, HandlerIO: *handlerIO, Chats: *chats, AccountConcurrency: *accountConc})
+			if errors.Is(err, bench.ErrOptions) {
+				return usageError{err.Error()}
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return rep.WriteJSON(stdout)
+			}
+			return rep.WriteMarkdown(stdout)
 		}
 		if *mix {
 			return runMix(ctx, bench.MixOptions{SlowUsers: *slowUsers, QuickUsers: *quickUsers, QuickRounds: *quickRounds, InPlace: *inPlace,

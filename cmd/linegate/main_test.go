@@ -27,6 +27,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nope"}, {"sign"}, {"send"}, {"send", "--text", "a", "--event", "follow"}, {"send", "--event", "dance"},
 		{"redrive"}, {"local", "--time-scale", "0"},
+		{"replay", "--since", "2025-03-10T09:30:00Z", "--until", "2025-03-10T10:00:00Z", "--rules", " , "},
 	} {
 		if code, _, _ := runCLI(args...); code != 2 {
 			t.Errorf("linegate %v exited %d, want 2", args, code)

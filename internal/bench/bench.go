@@ -123,8 +123,8 @@ type Options struct {
 	// StateDir runs linegate with `linegate local --state` in that (empty)
 	// directory, to measure what durability costs; "" runs in memory.
 	StateDir string
-	// Pollers overrides the template's WorkerMaxConcurrency (pollers per
-	// queue) and durable-direct's pollers (DefaultDirectPollers);
+	// Pollers is linegate's WorkerMaxConcurrency (pollers per queue) and
+	// durable-direct's pollers, the same for both (0: DefaultDirectPollers);
 	// RecordConcurrency is how many records of a batch run at once (default
 	// 10, a whole batch), in both.
 	Pollers           int

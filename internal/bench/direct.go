@@ -30,9 +30,9 @@ const (
 	directWait = 1
 	// directBatch is the pollers' batch size (the template's).
 	directBatch = 10
-	// DefaultDirectPollers is how many pollers the durable-direct worker runs
-	// when Options.Pollers is 0: the template's WorkerMaxConcurrency, so it
-	// runs as many handlers at once as linegate's interactive queue.
+	// DefaultDirectPollers is how many pollers the durable-direct worker, and
+	// linegate's chat queue, run when Options.Pollers is 0, so both run as
+	// many handlers at once.
 	DefaultDirectPollers = 5
 )
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,9 +86,10 @@ func runLinegate(ctx context.Context, o Options, p plan, client *http.Client) (S
 	for k, v := range o.Params {
 		params[k] = v
 	}
-	if o.Pollers > 0 {
-		params["WorkerMaxConcurrency"] = strconv.Itoa(o.Pollers)
-	}
+	// linegate polls with as many pollers as durable-direct (5 unless
+	// Pollers says otherwise), not the template's 50: the comparison is of
+	// designs at one size (`linegate bench --capacity` runs the template's).
+	params["WorkerMaxConcurrency"] = strconv.Itoa(cmp.Or(o.Pollers, DefaultDirectPollers))
 	fx := newSideEffects(len(p.kinds))
 	rt, err := local.Start(ctx, local.Config{
 		Template: o.Template, Params: params, Addr: "127.0.0.1:0", TimeScale: tm.scale,

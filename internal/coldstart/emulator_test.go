@@ -236,3 +236,38 @@ func TestColdStart(t *testing.T) {
 		}
 	}
 }
+
+// TestColdStartThrottledSSM measures the webhook's INIT when Parameter Store
+// throttles its first two GetParameters calls, as in a burst of cold starts
+// beyond SSM's 40 calls a second: the function backs off (full jitter,
+// 100 ms doubling) and starts within its INIT budget instead of failing its
+// INIT, and the INIT measured includes the waits. docs/capacity.md quotes
+// the figures (COLDSTART_STARTS=11).
+func TestColdStartThrottledSSM(t *testing.T) {
+	requireEmulator(t)
+	endpoint := motoserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	starts := 3
+	if n, err := strconv.Atoi(os.Getenv("COLDSTART_STARTS")); err == nil && n > 0 {
+		starts = n
+	}
+	rows, err := coldstart.Measure(ctx, repoRoot, coldstart.WithStarts(starts), coldstart.WithSSM(endpoint),
+		coldstart.WithSSMThrottling(2), coldstart.WithFunctions("webhook"), coldstart.WithoutZip())
+	if err != nil {
+		t.Fatalf("the webhook did not start with SSM throttling its first 2 calls: %v", err)
+	}
+	var table strings.Builder
+	if err := coldstart.WriteTable(&table, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cold start, the first 2 SSM calls of each start throttled:\n%s", table.String())
+	if len(rows) != 2 || rows[1].Function != "webhook" {
+		t.Fatalf("rows %+v: want hello-world and the webhook", rows)
+	}
+	for i, d := range rows[1].Inits {
+		if w := rows[1].Waits[i]; w <= 0 || w >= d {
+			t.Errorf("start %d: INIT %v with an SSM wait of %v", i, d, w)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type options struct {
 	noZip        bool
 	env          map[string]map[string]string
 	ssm          string
+	ssmThrottle  int
+	only         []string
 	variants     []variant
 }
 
@@ -112,6 +114,16 @@ func WithVariant(label string, env map[string]string) Option {
 // through a proxy that times each SSM call, so a Row tells the wait on the
 // endpoint from the rest of the INIT.
 func WithSSM(endpoint string) Option { return func(o *options) { o.ssm = endpoint } }
+
+// WithSSMThrottling makes the SSM endpoint of WithSSM answer the first n SSM
+// calls of every start with ThrottlingException, as Parameter Store does
+// when a burst of cold starts exceeds its throughput: the INIT measured then
+// includes the function's backoff.
+func WithSSMThrottling(n int) Option { return func(o *options) { o.ssmThrottle = n } }
+
+// WithFunctions makes Measure measure only these functions (folder names
+// under functions/) besides the hello-world baseline.
+func WithFunctions(names ...string) Option { return func(o *options) { o.only = names } }
 
 // FindEmulator returns the path of aws-lambda-rie: from PATH, else GOBIN,
 // else GOPATH/bin (where `go install` puts it; often not on PATH). It

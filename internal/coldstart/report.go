@@ -166,6 +166,18 @@ func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error
 	if err != nil {
 		return nil, err
 	}
+	if len(o.only) > 0 {
+		var keep []string
+		for _, f := range fns {
+			if slices.Contains(o.only, f) {
+				keep = append(keep, f)
+			}
+		}
+		if len(keep) != len(o.only) {
+			return nil, fmt.Errorf("measure: functions %v: some are not under functions/ (%v)", o.only, fns)
+		}
+		fns = keep
+	}
 	tmp, err := os.MkdirTemp("", "coldstart-")
 	if err != nil {
 		return nil, fmt.Errorf("measure: %w", err)
@@ -173,7 +185,7 @@ func Measure(ctx context.Context, repoRoot string, opts ...Option) ([]Row, error
 	defer os.RemoveAll(tmp)
 	var secrets *ssmEndpoint
 	if o.ssm != "" {
-		if secrets, err = startSSM(ctx, o.ssm); err != nil {
+		if secrets, err = startSSM(ctx, o.ssm, o.ssmThrottle); err != nil {
 			return nil, err
 		}
 		defer secrets.close()

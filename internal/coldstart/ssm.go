@@ -27,13 +27,17 @@ const (
 // how long the SSM calls through it took: the time a starting function
 // waited on the endpoint.
 type ssmEndpoint struct {
-	proxy *httptest.Server
-	mu    sync.Mutex
-	wait  time.Duration
+	proxy    *httptest.Server
+	mu       sync.Mutex
+	wait     time.Duration
+	throttle int // SSM calls answered ThrottlingException after each reset
+	calls    int // SSM calls since the last reset
 }
 
-// startSSM creates the parameters on endpoint and starts the proxy.
-func startSSM(ctx context.Context, endpoint string) (*ssmEndpoint, error) {
+// startSSM creates the parameters on endpoint and starts the proxy, which
+// throttles the first throttle SSM calls of every start as Parameter Store
+// does past its throughput (HTTP 400, ThrottlingException).
+func startSSM(ctx context.Context, endpoint string, throttle int) (*ssmEndpoint, error) {
 	target, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("ssm endpoint %q: %w", endpoint, err)
@@ -51,12 +55,25 @@ func startSSM(ctx context.Context, endpoint string) (*ssmEndpoint, error) {
 	if _, err := api.GetParameters(ctx, &ssm.GetParametersInput{Names: []string{SecretParam, TokenParam}, WithDecryption: aws.Bool(true)}); err != nil {
 		return nil, fmt.Errorf("read the parameters back from %s: %w", endpoint, err)
 	}
-	e := &ssmEndpoint{}
+	e := &ssmEndpoint{throttle: throttle}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	e.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
-		rp.ServeHTTP(w, r)
-		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM.") {
+		ssmCall := strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM.")
+		e.mu.Lock()
+		throttled := ssmCall && e.calls < e.throttle
+		if ssmCall {
+			e.calls++
+		}
+		e.mu.Unlock()
+		if throttled {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"__type":"com.amazonaws.ssm#ThrottlingException","message":"Rate exceeded"}`))
+		} else {
+			rp.ServeHTTP(w, r)
+		}
+		if ssmCall {
 			e.mu.Lock()
 			e.wait += time.Since(began)
 			e.mu.Unlock()
@@ -83,7 +100,7 @@ func (e *ssmEndpoint) reset() {
 		return
 	}
 	e.mu.Lock()
-	e.wait = 0
+	e.wait, e.calls = 0, 0
 	e.mu.Unlock()
 }
 

@@ -40,6 +40,10 @@ type Webhook struct {
 	MaxBodyBytes    int64         // MAX_BODY_BYTES, default 1 MiB
 	PublishDeadline time.Duration // PUBLISH_DEADLINE_MS, default 800
 	Metrics         string        // METRICS_NAMESPACE, default linegate
+	// SecretRefreshCooldown (SECRET_REFRESH_COOLDOWN_MS, default 10000) is
+	// the least time between two re-reads of the secrets from SSM after a
+	// signature that does not verify.
+	SecretRefreshCooldown time.Duration
 }
 
 // LoadWebhook reads and validates the webhook's configuration.
@@ -56,6 +60,8 @@ func LoadWebhook(env Getenv) (Webhook, error) {
 		MaxBodyBytes:    r.int("MAX_BODY_BYTES", 1<<20, 1, 10<<20),
 		PublishDeadline: r.millis("PUBLISH_DEADLINE_MS", 800, 50, 5000),
 		Metrics:         r.str("METRICS_NAMESPACE", "linegate"),
+
+		SecretRefreshCooldown: r.millis("SECRET_REFRESH_COOLDOWN_MS", 10000, 1000, 600000),
 	}
 	if !c.Secret.IsSet() {
 		r.problem("LINE_CHANNEL_SECRET_PARAM is not set: name the SSM SecureString holding the channel secret (or set LINE_CHANNEL_SECRET for a local run)")

@@ -19,7 +19,8 @@ func TestLoadWebhook(t *testing.T) {
 			name: "ssm in lambda",
 			env:  map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET_PARAM": "/linegate/secret", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "AWS_REGION": "ap-northeast-1"},
 			check: func(t *testing.T, c Webhook) {
-				if c.Secret.Param != "/linegate/secret" || c.ChatQueueURL != "q" || c.Region != "ap-northeast-1" || c.Source != "line.webhook" || c.MaxBodyBytes != 1<<20 || c.PublishDeadline != 800*time.Millisecond {
+				if c.Secret.Param != "/linegate/secret" || c.ChatQueueURL != "q" || c.Region != "ap-northeast-1" || c.Source != "line.webhook" || c.MaxBodyBytes != 1<<20 || c.PublishDeadline != 800*time.Millisecond ||
+					c.SecretRefreshCooldown != 10*time.Second {
 					t.Fatalf("%+v", c)
 				}
 			},
@@ -37,6 +38,13 @@ func TestLoadWebhook(t *testing.T) {
 		{name: "plain secret in lambda refused", env: map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "f", "LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q"}, wantErr: []string{"plain value inside Lambda"}},
 		{name: "everything missing, every problem listed", env: map[string]string{}, wantErr: []string{"EVENT_BUS_NAME is not set", "CHAT_QUEUE_URL is not set", "LINE_CHANNEL_SECRET_PARAM is not set"}},
 		{name: "bad numbers", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "PUBLISH_DEADLINE_MS": "soon", "MAX_BODY_BYTES": "0"}, wantErr: []string{"PUBLISH_DEADLINE_MS must be", "MAX_BODY_BYTES must be"}},
+		{name: "secret re-read cooldown", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "SECRET_REFRESH_COOLDOWN_MS": "2500"},
+			check: func(t *testing.T, c Webhook) {
+				if c.SecretRefreshCooldown != 2500*time.Millisecond {
+					t.Fatalf("cooldown %v, want 2.5s", c.SecretRefreshCooldown)
+				}
+			}},
+		{name: "secret re-read cooldown too short", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "SECRET_REFRESH_COOLDOWN_MS": "10"}, wantErr: []string{"SECRET_REFRESH_COOLDOWN_MS must be"}},
 		{name: "bad bot id", env: map[string]string{"LINE_CHANNEL_SECRET": "s", "EVENT_BUS_NAME": "b", "CHAT_QUEUE_URL": "q", "BOT_USER_ID": "bot"}, wantErr: []string{"BOT_USER_ID"}},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/linegate/linegate/internal/chatqueue"
@@ -90,7 +91,8 @@ type Handler struct {
 	source       string
 	region       string
 	secrets      [][]byte
-	verifier     *signature.Verifier
+	keys         atomic.Pointer[keyring] // what signatures are checked against; swapped by a re-read
+	refresh      *refresher              // nil: the secrets are never re-read
 	maxBody      int64
 	maxEvents    int
 	botUserID    string
@@ -154,8 +156,8 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 // RequestsRejected.
 func WithMetrics(r telemetry.Recorder) Option { return func(h *Handler) { h.metrics = r } }
 
-// WithEventLogs turns the per-event "event accepted" log line on or off
-// (default on).
+// WithEventLogs turns the per-event "event accepted" log line, logged at
+// DEBUG, on or off (default on).
 func WithEventLogs(on bool) Option { return func(h *Handler) { h.logEachEvent = on } }
 
 // New returns a Handler publishing to pub.
@@ -174,7 +176,10 @@ func New(pub publisher, opts ...Option) (*Handler, error) {
 	if h.maxBody <= 0 {
 		return nil, fmt.Errorf("ingress: body limit must be positive, got %d", h.maxBody)
 	}
-	h.verifier = signature.NewVerifier(h.secrets...)
+	h.keys.Store(&keyring{verifier: signature.NewVerifier(h.secrets...), secrets: h.secrets})
+	if h.refresh != nil && h.refresh.read == nil {
+		return nil, errors.New("ingress: WithSecretRefresh needs a read function")
+	}
 	return h, nil
 }
 
@@ -199,7 +204,9 @@ var (
 // plus, for rejected requests, an error wrapping the sentinel that explains it:
 //
 //	405 not POST; 413 body over the limit; 401 signature missing or wrong
-//	(nothing parsed, nothing published); 400 signed but not a JSON object with
+//	(nothing parsed, nothing published; with WithSecretRefresh a well-formed
+//	signature that does not verify first re-reads the secrets, at most once
+//	per cooldown); 400 signed but not a JSON object with
 //	an "events" array of typed events, keys spelled exactly; 401 destination
 //	is not this bot (when configured); 413 an event whose envelope would be
 //	over the bus's entry limit or the queue's message limit (nothing
@@ -222,7 +229,7 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{413, bodyTooLarge}, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(body))
 	}
-	if !h.verifier.Verify(body, sig) {
+	if !h.verify(ctx, body, sig) {
 		h.metrics.Count(MetricSignaturesRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
@@ -254,9 +261,12 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		return Response{500, bodyPublish}, err
 	}
 	h.metrics.Count(MetricEventsAccepted, float64(len(entries)))
-	if h.logEachEvent {
+	// One line per event at DEBUG (LOG_LEVEL=DEBUG): at INFO the worker's
+	// "record processed" line and the EventsAccepted metric already say it,
+	// and CloudWatch Logs bills every line (docs/cost.md).
+	if h.logEachEvent && h.log.Enabled(ctx, slog.LevelDebug) {
 		for i, e := range entries {
-			h.log.InfoContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")
+			h.log.DebugContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")
 		}
 	}
 	return Response{200, okBody(len(entries))}, nil

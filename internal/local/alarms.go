@@ -32,8 +32,8 @@ type publisher interface {
 
 // alarmEvaluator evaluates the template's alarms the way CloudWatch does, on
 // the metrics the local runtime can observe: SQS queue depth and age of the
-// oldest message, Lambda Errors of the local functions, API Gateway 5XXError
-// and 4XXError of the local webhook, and every custom metric the functions
+// oldest message, Lambda Errors of the local functions, API Gateway 4xx and
+// 5xx (REST: 4XXError, 5XXError) of the local webhook, and every custom metric the functions
 // write (EMF) or a developer puts (POST /_local/metrics: the way to drive
 // Lambda Throttles or EventBridge's FailedInvocations, which nothing local
 // produces). Other metrics have no local data points and follow
@@ -261,9 +261,9 @@ func (e *alarmEvaluator) datapoint(ctx context.Context, a template.Alarm, snap c
 	case "AWS/Lambda/Errors":
 		n, ok := snap.errors[a.Dimensions["FunctionName"]]
 		return float64(n), ok || snap.invoked[a.Dimensions["FunctionName"]] > 0
-	case "AWS/ApiGateway/5XXError":
+	case "AWS/ApiGateway/5XXError", "AWS/ApiGateway/5xx": // REST, HTTP API
 		return float64(snap.api5xx), snap.apiCalls > 0
-	case "AWS/ApiGateway/4XXError":
+	case "AWS/ApiGateway/4XXError", "AWS/ApiGateway/4xx":
 		return float64(snap.api4xx), snap.apiCalls > 0
 	}
 	return 0, false

@@ -40,6 +40,17 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.runtime.out.webhook(0, held, n, "aborted", time.Since(start))
 		}
 	}()
+	if m := a.runtime.model; m != nil {
+		status, done := m.admitWebhook()
+		defer done()
+		if status != 0 {
+			acc.printed = true
+			a.runtime.counters.api(status)
+			a.runtime.out.webhook(status, nil, 0, http.StatusText(status), time.Since(start))
+			http.Error(w, fmt.Sprintf(`{"message":%q}`, http.StatusText(status)), status)
+			return
+		}
+	}
 	body, status, reason := a.readBody(r)
 	if status != 0 {
 		acc.printed = true

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,9 +108,10 @@ var errNoRawEvent = errors.New("the console no longer holds this event's JSON (i
 // goes through the bus's rules again the way an EventBridge archive replay
 // sends it — the same envelope with a "replay-name" member and no trace
 // header — to every queue target of every rule whose pattern matches it
-// (the replay rule sends a chat's event to the chat queue under the message
-// group "replay"). The worker's idempotency then decides: an event already
-// handled is a duplicate, anything else runs again.
+// (the replay rule sends a chat's event to the replay queue, which the
+// webhook sends on to the chat queue under the chat's own message group).
+// The worker's idempotency then decides: an event already handled is a
+// duplicate, anything else runs again.
 func (r *Runtime) serveReplay(w http.ResponseWriter, req *http.Request) {
 	var in struct {
 		WebhookEventID string `json:"webhookEventId"`
@@ -169,8 +169,11 @@ func (r *Runtime) replay(ctx context.Context, id string) ([]string, error) {
 				continue
 			}
 			in := &sqs.SendMessageInput{QueueUrl: aws.String(r.res.queueURL[q.LogicalID]), MessageBody: aws.String(string(body))}
-			if q.FIFO {
-				in.MessageGroupId = aws.String(cmp.Or(t.MessageGroupID, "replay"))
+			if q.FIFO { // a template whose rule targets a FIFO queue: its one fixed group, as EventBridge would
+				if t.MessageGroupID == "" {
+					return sent, fmt.Errorf("replay %s: rule %s targets FIFO queue %s without a message group", id, rule.LogicalID, q.Name)
+				}
+				in.MessageGroupId = aws.String(t.MessageGroupID)
 				in.MessageDeduplicationId = aws.String(uuid.NewString())
 			}
 			if _, err := r.ports.queues.SendMessage(ctx, in); err != nil {

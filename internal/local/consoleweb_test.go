@@ -160,7 +160,7 @@ func TestConsoleRedriveAndReplay(t *testing.T) {
 	var rp struct {
 		Targets []string `json:"targets"`
 	}
-	if st := consolePost(t, rt, "/_local/replay", map[string]string{"webhookEventId": good}, &rp); st != 200 || !slices.Equal(rp.Targets, []string{"InteractiveQueue"}) {
+	if st := consolePost(t, rt, "/_local/replay", map[string]string{"webhookEventId": good}, &rp); st != 200 || !slices.Equal(rp.Targets, []string{"ReplayQueue"}) {
 		t.Fatalf("replay: %d %+v, want the replay rule's target", st, rp)
 	}
 	waitEvent(t, rt, 10*time.Second, good, "the replay received as a duplicate", func(e eventView) bool { return e.Duplicates == 1 && e.Outcome == "ok" })

@@ -45,16 +45,23 @@ type eventSource struct {
 	arn     string
 	handle  func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	metrics interface{ Flush() error }
-	alerts  bool // the notifier's mapping: its dead letters are alerts, not LINE events
+	alerts  bool     // the notifier's mapping: its dead letters are alerts, not LINE events
+	gate    *esmGate // the scaling of this mapping (esmGate); nil: all its pollers poll
 }
 
-// poll receives and invokes until ctx ends. When crashed is closed mid-
-// invocation the batch is abandoned: nothing is deleted, as when a Lambda
-// sandbox dies.
-func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}) {
+// poll receives and invokes until ctx ends; it is poller i of the mapping
+// and polls only while its gate has scaled the mapping to more than i. When crashed is closed mid-invocation the batch is
+// abandoned: nothing is deleted, as when a Lambda sandbox dies.
+func (s *eventSource) poll(ctx context.Context, crashed <-chan struct{}, i int) {
 	batch := max(1, min(s.mapping.BatchSize, 10))
 	for ctx.Err() == nil {
+		if s.gate != nil && !s.gate.await(ctx, i) {
+			return
+		}
 		msgs, err := s.receive(ctx, int32(batch), maxLocalPollWait)
+		if s.gate != nil && ctx.Err() == nil {
+			s.gate.received(i, len(msgs))
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.runtime.log.Warn("receive failed", "queue", s.queue.Name, "error", err.Error())

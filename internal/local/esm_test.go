@@ -81,7 +81,7 @@ func TestEventSourceDeletesOnlySuccesses(t *testing.T) {
 				}}
 			pctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
-			go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+			go func() { es.poll(pctx, make(chan struct{}), 0); close(done) }()
 			if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(`{}`)}); err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestEventSourceBatchingWindow(t *testing.T) {
 			send(20)
 			pctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
-			go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+			go func() { es.poll(pctx, make(chan struct{}), 0); close(done) }()
 			time.Sleep(300 * time.Millisecond)
 			send(5)
 			select {
@@ -212,7 +212,7 @@ func TestEventSourceDeletesBatchesOverTen(t *testing.T) {
 		}}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { es.poll(pctx, make(chan struct{})); close(done) }()
+	go func() { es.poll(pctx, make(chan struct{}), 0); close(done) }()
 	defer func() { cancel(); <-done }()
 	total := 0
 	deadline := time.After(10 * time.Second)

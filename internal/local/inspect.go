@@ -7,8 +7,7 @@ import (
 	"sync"
 )
 
-// counters feed the Lambda Errors and API Gateway 5XXError and 4XXError
-// alarms.
+// counters feed the Lambda Errors and API Gateway 4xx/5xx alarms.
 type counters struct {
 	mu  sync.Mutex
 	cur counterSnapshot
@@ -18,8 +17,8 @@ type counterSnapshot struct {
 	invoked  map[string]int
 	errors   map[string]int
 	apiCalls int
-	api5xx   int
 	api4xx   int
+	api5xx   int
 }
 
 func newCounters() *counters { return &counters{cur: emptySnapshot()} }
@@ -87,7 +86,11 @@ func (r *Runtime) routes(mux *http.ServeMux) {
 		mux.Handle("GET /_local/line/messages", r.line.MessagesHandler())
 		mux.Handle("GET /_local/line/loading", r.line.LoadingHandler())
 		mux.Handle("GET /_local/line/reads", r.line.ReadsHandler())
-		mux.Handle("/v2/bot/", r.line)
+		var line http.Handler = r.line
+		if r.model != nil {
+			line = r.model.lineAPI(line)
+		}
+		mux.Handle("/v2/bot/", line)
 		r.opsRoutes(mux)
 	} else {
 		none := func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, []any{}) }

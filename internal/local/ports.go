@@ -122,9 +122,22 @@ type tableStore interface {
 type tracedStore struct {
 	next   tableStore
 	region string
+	model  *capacityModel // the capacity model's round trips and write quota; nil without
+}
+
+// modelled applies the capacity model to one call (write: it spends the
+// table's write throughput).
+func (s tracedStore) modelled(ctx context.Context, write bool) error {
+	if s.model == nil {
+		return nil
+	}
+	return s.model.dynamo(ctx, write)
 }
 
 func (s tracedStore) Claim(ctx context.Context, key string, d time.Duration) error {
+	if err := s.modelled(ctx, true); err != nil {
+		return err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
 	err := s.next.Claim(ctx, key, d)
 	span.End(nil) // a refused claim is an answer, not a fault
@@ -132,6 +145,9 @@ func (s tracedStore) Claim(ctx context.Context, key string, d time.Duration) err
 }
 
 func (s tracedStore) Complete(ctx context.Context, key string, d time.Duration) error {
+	if err := s.modelled(ctx, true); err != nil {
+		return err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "UpdateItem", s.region)
 	err := s.next.Complete(ctx, key, d)
 	span.End(err)
@@ -139,6 +155,9 @@ func (s tracedStore) Complete(ctx context.Context, key string, d time.Duration) 
 }
 
 func (s tracedStore) Release(ctx context.Context, key string) error {
+	if err := s.modelled(ctx, true); err != nil {
+		return err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "DeleteItem", s.region)
 	err := s.next.Release(ctx, key)
 	span.End(err)
@@ -146,6 +165,9 @@ func (s tracedStore) Release(ctx context.Context, key string) error {
 }
 
 func (s tracedStore) ClaimValue(ctx context.Context, key string, d time.Duration) ([]byte, error) {
+	if err := s.modelled(ctx, true); err != nil {
+		return nil, err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
 	v, err := s.next.ClaimValue(ctx, key, d)
 	span.End(nil) // a refused claim is an answer, not a fault
@@ -153,6 +175,9 @@ func (s tracedStore) ClaimValue(ctx context.Context, key string, d time.Duration
 }
 
 func (s tracedStore) CompleteValue(ctx context.Context, key string, v []byte, d time.Duration) error {
+	if err := s.modelled(ctx, true); err != nil {
+		return err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "UpdateItem", s.region)
 	err := s.next.CompleteValue(ctx, key, v, d)
 	span.End(err)
@@ -160,6 +185,9 @@ func (s tracedStore) CompleteValue(ctx context.Context, key string, v []byte, d 
 }
 
 func (s tracedStore) Get(ctx context.Context, key string) (idempotency.Versioned, error) {
+	if err := s.modelled(ctx, false); err != nil {
+		return idempotency.Versioned{}, err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "GetItem", s.region)
 	v, err := s.next.Get(ctx, key)
 	span.End(err)
@@ -167,6 +195,9 @@ func (s tracedStore) Get(ctx context.Context, key string) (idempotency.Versioned
 }
 
 func (s tracedStore) Put(ctx context.Context, key string, v []byte, expected int64, d time.Duration) (int64, error) {
+	if err := s.modelled(ctx, true); err != nil {
+		return 0, err
+	}
 	ctx, span := telemetry.StartAWSCall(ctx, "DynamoDB", "PutItem", s.region)
 	n, err := s.next.Put(ctx, key, v, expected, d)
 	span.End(nil) // a conflict is an answer, not a fault

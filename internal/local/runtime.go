@@ -104,6 +104,11 @@ type Config struct {
 	// show the same waterfall in /_local/traces and the console. "" takes
 	// the template's Tracing parameter, else the X-Ray SDK.
 	Tracing config.Backend
+	// Capacity, when set, models the deployed stack's latencies, quotas and
+	// event source scaling around the pipeline, in dilated time (the
+	// capacity bench; the in-memory cloud only). It sets TimeScale to
+	// 1/Capacity.Dilation and replaces BusLatency.
+	Capacity *Capacity
 	// StateDir, when set, keeps the in-memory cloud's state in that
 	// directory (created when missing): the queues and DLQs with their FIFO
 	// state and in-flight messages, the DynamoDB tables (idempotency
@@ -166,6 +171,7 @@ type Runtime struct {
 	sweeps     sweepCounts  // the notifier's sweeps of this run
 	silencer   chatops.Silencer
 	chatOpsKey string
+	model      *capacityModel // Config.Capacity's running model; nil without
 	counters   *counters
 	console    consoleState // the browser console's stream, transcript, activity and log ring
 	out        *printer
@@ -229,6 +235,12 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
+	}
+	if cfg.Capacity != nil {
+		if cfg.EndpointURL != "" || cfg.StateDir != "" {
+			return nil, errors.New("local: the capacity model runs on the in-memory cloud only (no endpoint, no --state)")
+		}
+		cfg.TimeScale, cfg.BusLatency = 1/max(cfg.Capacity.Dilation, 1), 0
 	}
 	if cfg.Template == "" {
 		cfg.Template = "template.yaml"
@@ -350,6 +362,15 @@ func (r *Runtime) start(ctx, rctx context.Context) error {
 		return err
 	}
 	r.res = res
+	if r.cfg.Capacity != nil {
+		reserved := 0
+		for _, f := range r.top.Functions {
+			reserved += f.ReservedConcurrency
+		}
+		r.model = newCapacityModel(*r.cfg.Capacity, reserved)
+		r.ports.bus = modelledBus{next: r.ports.bus, m: r.model}
+		r.ports.chat = modelledChatQueue{next: r.ports.chat, m: r.model}
+	}
 	r.ports.bus = acceptingBus{next: r.ports.bus, r: r}
 	r.ports.chat = holdingChatQueue{next: r.ports.chat, r: r}
 
@@ -455,6 +476,13 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 	if b := get("BOT_USER_ID"); b != "" {
 		env["BOT_USER_ID"] = b
 	}
+	if c := r.cfg.Capacity; c != nil {
+		// The webhook's hand-off deadline is modelled time too: dilated,
+		// within what the webhook's configuration accepts (5 s).
+		if ms, err := strconv.Atoi(env["PUBLISH_DEADLINE_MS"]); err == nil {
+			env["PUBLISH_DEADLINE_MS"] = strconv.Itoa(min(int(float64(ms)*max(c.Dilation, 1)), 5000))
+		}
+	}
 	return func(k string) string { return env[k] }
 }
 
@@ -484,7 +512,7 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 		env := r.functionEnv(f)
 		switch {
 		case len(f.APIEvents) > 0:
-			if err := r.startWebhook(ctx, f, env, mux); err != nil {
+			if err := r.startWebhook(ctx, rctx, f, env, mux); err != nil {
 				return err
 			}
 		case len(f.SQSEvents) > 0 && r.readsTopic(f):
@@ -514,7 +542,10 @@ func (r *Runtime) startFunctions(ctx, rctx context.Context, mux *http.ServeMux) 
 	return nil
 }
 
-func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env config.Getenv, mux *http.ServeMux) error {
+// startWebhook serves the webhook's API routes and polls its SQS event
+// sources (the replay queue), as Lambda would invoke the one function for
+// both.
+func (r *Runtime) startWebhook(ctx, rctx context.Context, f template.Function, env config.Getenv, mux *http.ServeMux) error {
 	cfg, err := config.LoadWebhook(env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
@@ -527,6 +558,13 @@ func (r *Runtime) startWebhook(ctx context.Context, f template.Function, env con
 	secrets := [][]byte{[]byte(cfg.Secret.Value)}
 	if cfg.PreviousSecret.Value != "" {
 		secrets = append(secrets, []byte(cfg.PreviousSecret.Value))
+	}
+	if len(f.SQSEvents) > 0 {
+		sources, err := r.sqsSources(f, h.Replays, m, false)
+		if err != nil {
+			return err
+		}
+		(&workerRun{sources: sources}).start(rctx, &r.wg)
 	}
 	api := &apiGateway{fn: f, handler: h.APIGateway, metrics: m, runtime: r, secrets: secrets, maxBody: cfg.MaxBodyBytes}
 	for _, a := range f.APIEvents {
@@ -558,7 +596,7 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
 	if r.mem != nil {
-		store = tracedStore{next: store, region: r.top.Region}
+		store = tracedStore{next: store, region: r.top.Region, model: r.model}
 	}
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{
@@ -602,9 +640,9 @@ func (w *workerRun) start(parent context.Context, wg *sync.WaitGroup) {
 		if n <= 0 {
 			n = defaultPollers
 		}
-		for range n {
+		for i := range n {
 			wg.Add(1)
-			go func() { defer wg.Done(); es.poll(ctx, crashed) }()
+			go func() { defer wg.Done(); es.poll(ctx, crashed, i) }()
 		}
 	}
 }
@@ -702,8 +740,19 @@ func (r *Runtime) sqsSources(f template.Function, handle func(context.Context, e
 		if !ok {
 			return nil, fmt.Errorf("%s: event %s: queue %s is not in the template", f.LogicalID, sm.Name, sm.Queue)
 		}
-		out = append(out, &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
-			arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: metrics, alerts: alerts})
+		es := &eventSource{runtime: r, sqs: r.ports.queues, fn: f, mapping: sm, queue: q, url: r.res.queueURL[q.LogicalID],
+			arn: r.res.queueARN[q.LogicalID], handle: handle, metrics: metrics, alerts: alerts}
+		url, n := es.url, sm.MaxConcurrency
+		if n <= 0 {
+			n = defaultPollers
+		}
+		if r.model != nil {
+			es.sqs = modelledSQS{next: r.ports.queues, m: r.model, fifo: q.FIFO}
+			es.gate = r.model.gate(r.rctx, q.LogicalID, n, func() bool { return r.mem.QueueStats(url).Visible > 0 })
+		} else {
+			es.gate = demandGate(n)
+		}
+		out = append(out, es)
 	}
 	return out, nil
 }

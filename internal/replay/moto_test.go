@@ -27,9 +27,10 @@ type busEvent struct {
 }
 
 // TestReplayOnMoto runs a replay against moto_server's EventBridge: a bus
-// like the stack's (a rule to a work queue, an archive of the webhook
-// source), events published, then replayed; the replay must complete and its
-// events reach the rule's queue again, marked with the replay's name.
+// like the stack's (linegate's rules, one to a work queue, an archive of the
+// webhook source) plus a rule of the user's own, events published, then
+// replayed; the replay must complete and its events reach linegate's rule's
+// queue again, marked with the replay's name, and not the user's rule.
 func TestReplayOnMoto(t *testing.T) {
 	ep := motoserver.Start(t)
 	cfg := motoserver.Config(ep)
@@ -51,12 +52,26 @@ func TestReplayOnMoto(t *testing.T) {
 		t.Fatalf("queue arn: %v", err)
 	}
 	pattern := `{"source":["line.webhook"]}`
-	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("interactive"), EventBusName: aws.String("linegate"), EventPattern: aws.String(pattern)}); err != nil {
-		t.Fatalf("put rule: %v", err)
+	yours, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("yours")})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
 	}
-	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("interactive"), EventBusName: aws.String("linegate"),
-		Targets: []ebtypes.Target{{Id: aws.String("work"), Arn: aws.String(qa.Attributes["QueueArn"])}}}); err != nil {
-		t.Fatalf("put targets: %v", err)
+	ya, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: yours.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatalf("queue arn: %v", err)
+	}
+	for _, r := range []struct{ name, pattern, queue string }{
+		{"replay", pattern, qa.Attributes["QueueArn"]},
+		{"background", `{"source":["not.this"]}`, qa.Attributes["QueueArn"]},
+		{"yours", pattern, ya.Attributes["QueueArn"]}, // a rule the user added to linegate's bus
+	} {
+		if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(r.name), EventBusName: aws.String("linegate"), EventPattern: aws.String(r.pattern)}); err != nil {
+			t.Fatalf("put rule %s: %v", r.name, err)
+		}
+		if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(r.name), EventBusName: aws.String("linegate"),
+			Targets: []ebtypes.Target{{Id: aws.String("q"), Arn: aws.String(r.queue)}}}); err != nil {
+			t.Fatalf("put targets %s: %v", r.name, err)
+		}
 	}
 	// The stack's archive has a name CloudFormation generates; Start finds it by its bus.
 	if _, err := eb.CreateArchive(ctx, &eventbridge.CreateArchiveInput{ArchiveName: aws.String("EventArchive-X1y2Z3"),
@@ -77,6 +92,7 @@ func TestReplayOnMoto(t *testing.T) {
 		t.Fatalf("put events: %v (failed %d)", err, out.FailedEntryCount)
 	}
 	first := drain(ctx, t, q, aws.ToString(queue.QueueUrl), 3)
+	drain(ctx, t, q, aws.ToString(yours.QueueUrl), 3)
 	for _, e := range first {
 		if e.ReplayName != "" {
 			t.Fatalf("a first delivery is marked replayed: %+v", e)
@@ -102,6 +118,9 @@ func TestReplayOnMoto(t *testing.T) {
 	if got := aws.ToString(d.EventSourceArn); got != res.ArchiveARN {
 		t.Fatalf("replay source = %s; want the archive %s", got, res.ArchiveARN)
 	}
+	if f := d.Destination.FilterArns; len(f) != 2 || !strings.HasSuffix(f[0], ":rule/linegate/replay") || !strings.HasSuffix(f[1], ":rule/linegate/background") {
+		t.Fatalf("replay FilterArns = %v; want linegate's replay and background rules", f)
+	}
 
 	replayed := map[string]busEvent{}
 	for _, e := range drain(ctx, t, q, aws.ToString(queue.QueueUrl), 0) {
@@ -119,6 +138,13 @@ func TestReplayOnMoto(t *testing.T) {
 			t.Fatalf("replayed event %s changed: %+v", id, e)
 		}
 	}
+
+	t.Run("the user's own rule gets no replay", func(t *testing.T) {
+		if n := len(drain(ctx, t, q, aws.ToString(yours.QueueUrl), 0)); n != 0 {
+			t.Skipf("MOTO DIVERGES FROM AWS: moto replayed %d events to a rule the replay's FilterArns does not name "+
+				"(AWS sends a replay only to the rules in FilterArns); FilterArns is checked by the request only", n)
+		}
+	})
 
 	t.Run("same window twice is refused", func(t *testing.T) {
 		_, err := Start(ctx, eb, Options{Bus: "linegate", Since: now.Add(-time.Hour), Until: now})

@@ -5,8 +5,13 @@
 //
 // What a replay is, and what it is not:
 //
-//   - The replayed events go to the bus's rules (so to the work queues and the
-//     worker) again, each with a "replay-name" field added. They carry no
+//   - The replayed events go to linegate's own rules on the bus again
+//     (DefaultRules, named in the replay's FilterArns; without FilterArns
+//     EventBridge sends them to every rule of the bus, yours included), each
+//     with a "replay-name" field added. The replay rule puts chat events on
+//     the replay queue, and the webhook sends each on to the chat queue
+//     under its chat's message group: one at a time with that chat's live
+//     events, chats in parallel. They carry no
 //     X-Ray trace header: the webhook's trace is not linked to the work a
 //     replay causes.
 //   - Idempotency is by webhookEventId, and the worker keeps its completed
@@ -22,6 +27,10 @@
 //   - EventBridge archives events with a delay of a few minutes, and replays
 //     them in one-minute slices of the window; a replay of the last few
 //     minutes may miss events not archived yet.
+//   - EventBridge does not replay in order: events of one chat may come back
+//     in another order than LINE sent them, and not interleaved with the
+//     window's other events as they were. A chat's replayed events never run
+//     at once, but their order is not LINE's.
 package replay
 
 import (
@@ -57,12 +66,18 @@ var ErrFailed = errors.New("replay: did not complete")
 // MaxNameLen is EventBridge's limit on a replay name's length.
 const MaxNameLen = 64
 
+// DefaultRules are linegate's own rules on its bus (template.yaml's
+// ReplayRule and BackgroundRule): a replay goes to them only, unless told
+// otherwise.
+var DefaultRules = []string{"replay", "background"}
+
 // eventBridge is the EventBridge surface a replay uses.
 type eventBridge interface {
 	DescribeEventBus(ctx context.Context, in *eventbridge.DescribeEventBusInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeEventBusOutput, error)
 	DescribeArchive(ctx context.Context, in *eventbridge.DescribeArchiveInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeArchiveOutput, error)
 	ListArchives(ctx context.Context, in *eventbridge.ListArchivesInput, optFns ...func(*eventbridge.Options)) (*eventbridge.ListArchivesOutput, error)
 	StartReplay(ctx context.Context, in *eventbridge.StartReplayInput, optFns ...func(*eventbridge.Options)) (*eventbridge.StartReplayOutput, error)
+	DescribeRule(ctx context.Context, in *eventbridge.DescribeRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeRuleOutput, error)
 	DescribeReplay(ctx context.Context, in *eventbridge.DescribeReplayInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeReplayOutput, error)
 }
 
@@ -75,6 +90,12 @@ type Options struct {
 	// archive whose source is Bus (the stack creates exactly one, with a
 	// name CloudFormation generates).
 	Archive string
+	// Rules are the names of the bus's rules the replay goes to (its
+	// FilterArns; each must exist). Empty: DefaultRules.
+	Rules []string
+	// AllRules sends the replay to every rule of the bus (no FilterArns):
+	// rules you added to linegate's bus see the replayed events too.
+	AllRules bool
 	// Since and Until bound the window, by the events' time: Since < Until,
 	// and Until not in the future (EventBridge refuses it).
 	Since, Until time.Time
@@ -105,10 +126,14 @@ type Result struct {
 	// LastReplayed is the event time of the last event replayed so far (zero
 	// when EventBridge did not say).
 	LastReplayed time.Time
+	// Rules are the ARNs of the rules the replay goes to (its FilterArns);
+	// nil when it goes to every rule of the bus.
+	Rules []string
 }
 
-// Start validates opts, resolves the bus and archive ARNs, starts replaying
-// the archive's events of [Since, Until] to the bus and, with opts.Wait,
+// Start validates opts, resolves the bus, archive and rule ARNs, starts
+// replaying the archive's events of [Since, Until] to the bus's rules and,
+// with opts.Wait,
 // polls until the replay is COMPLETED (nil error), FAILED or CANCELLED
 // (ErrFailed with the reason). Without Wait it returns after the start, in
 // state STARTING. The Result is filled as far as Start got, also on error.
@@ -143,13 +168,33 @@ func Start(ctx context.Context, api eventBridge, opts Options) (Result, error) {
 		return res, fmt.Errorf("%w: archive %s archives %s, not bus %s (EventBridge replays only to an archive's own bus)", ErrInvalid, res.Archive, src, res.BusARN)
 	}
 
+	if !opts.AllRules {
+		rules := opts.Rules
+		if len(rules) == 0 {
+			rules = DefaultRules
+		}
+		for _, r := range rules {
+			out, err := api.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r), EventBusName: aws.String(opts.Bus)})
+			if err != nil {
+				var nf *types.ResourceNotFoundException
+				if errors.As(err, &nf) {
+					return res, fmt.Errorf("%w: bus %s has no rule %q (name the rules to replay to, or replay to all of them): %v", ErrInvalid, opts.Bus, r, err)
+				}
+				return res, fmt.Errorf("describe rule %s on %s: %w", r, opts.Bus, err)
+			}
+			if aws.ToString(out.Arn) == "" {
+				return res, fmt.Errorf("describe rule %s on %s: no ARN in the answer", r, opts.Bus)
+			}
+			res.Rules = append(res.Rules, aws.ToString(out.Arn))
+		}
+	}
 	started, err := api.StartReplay(ctx, &eventbridge.StartReplayInput{
 		ReplayName:     aws.String(name),
 		Description:    aws.String(fmt.Sprintf("linegate replay of %s to %s", res.Archive, opts.Bus)),
 		EventSourceArn: aws.String(res.ArchiveARN),
 		EventStartTime: aws.Time(opts.Since),
 		EventEndTime:   aws.Time(opts.Until),
-		Destination:    &types.ReplayDestination{Arn: aws.String(res.BusARN)},
+		Destination:    &types.ReplayDestination{Arn: aws.String(res.BusARN), FilterArns: res.Rules},
 	})
 	if err != nil {
 		var exists *types.ResourceAlreadyExistsException

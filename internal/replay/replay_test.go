@@ -39,6 +39,8 @@ type fakeAPI struct {
 	states      []types.ReplayState // DescribeReplay answers in turn; the last repeats
 	reason      string
 	pollErr     error
+	rules       map[string]bool // the bus's rules (nil: linegate's two)
+	ruleErr     error
 
 	calls      []string
 	started    *eventbridge.StartReplayInput
@@ -97,6 +99,22 @@ func (f *fakeAPI) StartReplay(_ context.Context, in *eventbridge.StartReplayInpu
 		ReplayArn: aws.String("arn:aws:events:us-east-1:123456789012:replay/" + aws.ToString(in.ReplayName)),
 		State:     types.ReplayStateStarting,
 	}, nil
+}
+
+func (f *fakeAPI) DescribeRule(_ context.Context, in *eventbridge.DescribeRuleInput, _ ...func(*eventbridge.Options)) (*eventbridge.DescribeRuleOutput, error) {
+	f.calls = append(f.calls, "DescribeRule")
+	if f.ruleErr != nil {
+		return nil, f.ruleErr
+	}
+	rules := f.rules
+	if rules == nil {
+		rules = map[string]bool{"replay": true, "background": true}
+	}
+	name := aws.ToString(in.Name)
+	if !rules[name] {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("Rule " + name + " does not exist on EventBus " + aws.ToString(in.EventBusName) + ".")}
+	}
+	return &eventbridge.DescribeRuleOutput{Name: in.Name, Arn: aws.String("arn:aws:events:us-east-1:123456789012:rule/" + aws.ToString(in.EventBusName) + "/" + name)}, nil
 }
 
 func (f *fakeAPI) DescribeReplay(_ context.Context, in *eventbridge.DescribeReplayInput, _ ...func(*eventbridge.Options)) (*eventbridge.DescribeReplayOutput, error) {
@@ -238,7 +256,7 @@ func TestStartRequest(t *testing.T) {
 	if want := []string{"", "1"}; strings.Join(api.listTokens, ",") != strings.Join(want, ",") {
 		t.Fatalf("ListArchives tokens = %q; want %q (every page read)", api.listTokens, want)
 	}
-	if want := []string{"DescribeEventBus", "ListArchives", "ListArchives", "DescribeArchive", "StartReplay"}; strings.Join(api.calls, ",") != strings.Join(want, ",") {
+	if want := []string{"DescribeEventBus", "ListArchives", "ListArchives", "DescribeArchive", "DescribeRule", "DescribeRule", "StartReplay"}; strings.Join(api.calls, ",") != strings.Join(want, ",") {
 		t.Fatalf("calls = %v; want %v (no DescribeReplay without Wait)", api.calls, want)
 	}
 	if res.State != "STARTING" || res.Archive != "EventArchive-AbC123" || res.ArchiveARN != archiveARN || res.BusARN != busARN {
@@ -298,6 +316,10 @@ func TestStartPaths(t *testing.T) {
 			wantIs: []error{boom}, wantText: "start replay linegate-20250310T093000Z-20250310T104515Z of archive mine", wantPolls: 0},
 		{name: "same window twice", api: &fakeAPI{startErr: &types.ResourceAlreadyExistsException{Message: aws.String("Replay x already exists.")}}, opts: func(o *Options) { o.Archive = "mine" },
 			wantIs: []error{ErrExists}, wantText: "pass another name", wantPolls: 0},
+		{name: "a named rule the bus lacks", api: &fakeAPI{}, opts: func(o *Options) { o.Archive = "mine"; o.Rules = []string{"replay", "mine"} },
+			wantIs: []error{ErrInvalid}, wantText: `bus linegate has no rule "mine"`, wantPolls: 0},
+		{name: "describe rule error wrapped", api: &fakeAPI{ruleErr: boom}, opts: func(o *Options) { o.Archive = "mine" },
+			wantIs: []error{boom}, wantText: "describe rule replay on linegate", wantPolls: 0},
 		{name: "describe replay error wrapped", api: &fakeAPI{pollErr: boom}, opts: func(o *Options) { o.Archive = "mine" },
 			wantIs: []error{boom}, wantText: "describe replay", wantState: "STARTING", wantPolls: 1},
 		{name: "context ends the wait", api: &fakeAPI{states: []types.ReplayState{"RUNNING"}}, opts: func(o *Options) { o.Archive = "mine"; o.PollEvery = time.Hour },
@@ -356,6 +378,36 @@ func TestStartPaths(t *testing.T) {
 			}
 			if tt.wantState == "COMPLETED" && !res.LastReplayed.Equal(until.Add(-time.Minute)) {
 				t.Errorf("LastReplayed = %v; want %v", res.LastReplayed, until.Add(-time.Minute))
+			}
+		})
+	}
+}
+
+// The replay goes to linegate's own rules by default (FilterArns), to the
+// rules named, or, asked for explicitly, to every rule of the bus.
+func TestReplayRules(t *testing.T) {
+	const rule = "arn:aws:events:us-east-1:123456789012:rule/linegate/"
+	for _, tt := range []struct {
+		name string
+		opts func(o *Options)
+		want []string
+	}{
+		{"linegate's rules by default", func(*Options) {}, []string{rule + "replay", rule + "background"}},
+		{"the rules named", func(o *Options) { o.Rules = []string{"background"} }, []string{rule + "background"}},
+		{"every rule when asked", func(o *Options) { o.AllRules = true; o.Rules = []string{"ignored"} }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &fakeAPI{}
+			opts := baseOpts()
+			opts.Archive, opts.Wait = "mine", false
+			tt.opts(&opts)
+			res, err := Start(context.Background(), api, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := api.started.Destination.FilterArns
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") || strings.Join(res.Rules, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("FilterArns %v, result %v; want %v", got, res.Rules, tt.want)
 			}
 		})
 	}

@@ -32,11 +32,27 @@ type SSM struct {
 	http     aws.HTTPClient
 	signer   *v4.Signer
 	retry    backoff.Policy
-	now      func() time.Time
+	budget   time.Duration
+	attempt  time.Duration
+	now      func() time.Time                                 // signing time
+	clock    func() time.Time                                 // the budget's clock
+	sleep    func(ctx context.Context, d time.Duration) error // between attempts
 }
 
-// ssmAttempts bounds the attempts of one call (the SDK's default: 3).
-const ssmAttempts = 3
+// Parameter Store answers at most 40 GetParameters calls per second per
+// account and region by default, shared by every function
+// (https://docs.aws.amazon.com/general/latest/gr/ssm.html), and a burst of
+// cold starts asks for more at once. A throttled call is therefore tried
+// again, with full-jitter exponential backoff, for as long as DefaultBudget
+// allows rather than a fixed three times: Lambda gives a function's INIT 10
+// seconds, and the budget leaves the rest of the INIT room within them.
+const (
+	// DefaultBudget bounds one GetParameters call, retries included.
+	DefaultBudget = 6 * time.Second
+	// attemptTimeout bounds one attempt, so a stalled connection does not
+	// spend the budget alone.
+	attemptTimeout = 2 * time.Second
+)
 
 // NewSSM returns the client for cfg's region, credentials and HTTP client.
 // Its endpoint is cfg.BaseEndpoint (AWS_ENDPOINT_URL: moto_server,
@@ -48,7 +64,8 @@ func NewSSM(cfg aws.Config) *SSM {
 		hc = http.DefaultClient
 	}
 	return &SSM{endpoint: ssmEndpoint(cfg), region: cfg.Region, creds: cfg.Credentials, http: hc, signer: v4.NewSigner(),
-		retry: backoff.Policy{First: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: backoff.Full}, now: time.Now}
+		retry:  backoff.Policy{First: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full},
+		budget: DefaultBudget, attempt: attemptTimeout, now: time.Now, clock: time.Now, sleep: backoff.Sleep}
 }
 
 func ssmEndpoint(cfg aws.Config) string {
@@ -69,6 +86,10 @@ var (
 	ErrSSM = errors.New("ssm refused the call")
 	// ErrNoCredentials means the configuration has no credentials.
 	ErrNoCredentials = errors.New("no AWS credentials")
+	// ErrThrottled means SSM throttled (or failed) every attempt until the
+	// call's budget ran out: too many cold starts at once for the account's
+	// Parameter Store throughput (see docs/capacity.md).
+	ErrThrottled = errors.New("ssm throttled every attempt within the budget")
 )
 
 type getParametersInput struct {
@@ -86,8 +107,12 @@ type getParametersOutput struct {
 
 // GetParameters reads the named parameters, SecureStrings decrypted, in one
 // call: their values by name, and the names SSM does not know. A throttled
-// call, a 5xx or a broken connection is tried again (3 attempts in all,
-// with backoff); an error SSM answered with wraps ErrSSM.
+// call, a 5xx or a broken connection is tried again with full-jitter
+// exponential backoff (100 ms doubling to 2 s) until the call's budget
+// (DefaultBudget, or what is left before ctx's deadline when less: a
+// re-read while LINE waits has little) runs out; then the error
+// wraps ErrThrottled and the last answer. An error SSM answered with wraps
+// ErrSSM and is not tried again.
 func (c *SSM) GetParameters(ctx context.Context, names []string) (map[string]string, []string, error) {
 	if c.creds == nil {
 		return nil, nil, fmt.Errorf("ssm GetParameters: %w", ErrNoCredentials)
@@ -96,8 +121,17 @@ func (c *SSM) GetParameters(ctx context.Context, names []string) (map[string]str
 	if err != nil {
 		return nil, nil, fmt.Errorf("ssm GetParameters: %w", err)
 	}
+	budget := c.budget
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	end := c.clock().Add(budget)
 	for attempt := 1; ; attempt++ {
-		out, retry, err := c.getParameters(ctx, body)
+		actx, acancel := context.WithTimeout(ctx, min(c.attempt, max(end.Sub(c.clock()), time.Millisecond)))
+		out, retry, err := c.getParameters(actx, body)
+		acancel()
 		if err == nil {
 			values := make(map[string]string, len(out.Parameters))
 			for _, p := range out.Parameters {
@@ -105,11 +139,15 @@ func (c *SSM) GetParameters(ctx context.Context, names []string) (map[string]str
 			}
 			return values, out.InvalidParameters, nil
 		}
-		if !retry || attempt == ssmAttempts {
+		if !retry {
 			return nil, nil, fmt.Errorf("ssm GetParameters (attempt %d): %w", attempt, err)
 		}
-		if serr := backoff.Sleep(ctx, c.retry.Delay(attempt)); serr != nil {
-			return nil, nil, fmt.Errorf("ssm GetParameters (attempt %d): %w", attempt, errors.Join(err, serr))
+		wait := c.retry.Delay(attempt)
+		if left := end.Sub(c.clock()); wait >= left || ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("ssm GetParameters: %w (%d attempts in %v): %w", ErrThrottled, attempt, c.budget, err)
+		}
+		if serr := c.sleep(ctx, wait); serr != nil {
+			return nil, nil, fmt.Errorf("ssm GetParameters: %w (%d attempts): %w", ErrThrottled, attempt, errors.Join(err, serr))
 		}
 	}
 }
@@ -133,12 +171,14 @@ func (c *SSM) getParameters(ctx context.Context, body []byte) (getParametersOutp
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return out, ctx.Err() == nil, err
+		// A broken connection or this attempt's own timeout: another may
+		// succeed; the call's budget decides.
+		return out, true, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return out, ctx.Err() == nil, fmt.Errorf("read the answer: %w", err)
+		return out, true, fmt.Errorf("read the answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {

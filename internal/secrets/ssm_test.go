@@ -15,8 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-
-	"github.com/linegate/linegate/internal/backoff"
 )
 
 // fakeSSM is SSM's transport: it answers each call with the next of
@@ -45,13 +43,43 @@ func (f *fakeSSM) RoundTrip(r *http.Request) (*http.Response, error) {
 
 var signedAt = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 
+// fakeTime is the budget's clock for a test: sleeping advances it, so a
+// test of the retry schedule takes no wall time.
+type fakeTime struct {
+	now   time.Time
+	slept []time.Duration
+}
+
+func (f *fakeTime) clock() time.Time { return f.now }
+
+func (f *fakeTime) sleep(ctx context.Context, d time.Duration) error {
+	f.slept = append(f.slept, d)
+	f.now = f.now.Add(d)
+	return ctx.Err()
+}
+
+func (f *fakeTime) total() time.Duration {
+	var sum time.Duration
+	for _, d := range f.slept {
+		sum += d
+	}
+	return sum
+}
+
 func newTestSSM(t *testing.T, f *fakeSSM, session string) *SSM {
+	t.Helper()
+	c, _ := newTimedSSM(t, f, session)
+	return c
+}
+
+func newTimedSSM(t *testing.T, f *fakeSSM, session string) (*SSM, *fakeTime) {
 	t.Helper()
 	c := NewSSM(aws.Config{Region: "ap-northeast-1", BaseEndpoint: aws.String("https://ssm.test"), HTTPClient: &http.Client{Transport: f},
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", session)})
-	c.retry = backoff.Policy{First: time.Millisecond, Max: time.Millisecond}
+	ft := &fakeTime{now: signedAt}
 	c.now = func() time.Time { return signedAt }
-	return c
+	c.clock, c.sleep = ft.clock, ft.sleep
+	return c, ft
 }
 
 const okAnswer = `{"InvalidParameters":["/nope"],"Parameters":[{"ARN":"arn:aws:ssm:x","DataType":"text","Name":"/a","Type":"SecureString","Value":"va","Version":1},{"Name":"/b","Value":"vb"}]}`
@@ -95,32 +123,86 @@ func TestSSMRequest(t *testing.T) {
 	}
 }
 
+var throttled = answer{400, `{"__type":"com.amazonaws.ssm#ThrottlingException","message":"Rate exceeded"}`}
+
+// A throttled call, a 5xx or a broken answer is tried again within the
+// call's budget, with full-jitter exponential backoff; SSM's refusals are
+// not.
 func TestSSMRetries(t *testing.T) {
-	throttled := answer{400, `{"__type":"com.amazonaws.ssm#ThrottlingException","message":"Rate exceeded"}`}
 	denied := answer{400, `{"__type":"AccessDeniedException","message":"not authorized to perform ssm:GetParameters"}`}
 	tests := []struct {
 		name    string
 		answers []answer
-		calls   int
-		wantErr error
+		calls   int // 0: as many as the budget allows
+		wantErr []error
 	}{
 		{"a 5xx, then fine", []answer{{500, `{}`}, {200, okAnswer}}, 2, nil},
-		{"throttled, then fine", []answer{throttled, throttled, {200, okAnswer}}, 3, nil},
-		{"denied: no retry", []answer{denied}, 1, ErrSSM},
-		{"5xx three times: the last error", []answer{{503, `{"__type":"InternalServerError"}`}}, 3, ErrSSM},
-		{"not SSM's answer", []answer{{200, `<html>`}}, 1, ErrSSM},
+		{"throttled five times, then fine", []answer{throttled, throttled, throttled, throttled, throttled, {200, okAnswer}}, 6, nil},
+		{"denied: no retry", []answer{denied}, 1, []error{ErrSSM}},
+		{"not SSM's answer", []answer{{200, `<html>`}}, 1, []error{ErrSSM}},
+		{"throttled for the whole budget", []answer{throttled}, 0, []error{ErrThrottled, ErrSSM}},
+		{"5xx for the whole budget", []answer{{503, `{"__type":"InternalServerError"}`}}, 0, []error{ErrThrottled, ErrSSM}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeSSM{answers: tt.answers}
-			_, _, err := newTestSSM(t, f, "").GetParameters(context.Background(), []string{"/a"})
-			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) || len(f.requests) != tt.calls {
-				t.Fatalf("err %v after %d calls; want %v after %d", err, len(f.requests), tt.wantErr, tt.calls)
+			c, ft := newTimedSSM(t, f, "")
+			_, _, err := c.GetParameters(context.Background(), []string{"/a"})
+			for _, want := range tt.wantErr {
+				if !errors.Is(err, want) {
+					t.Errorf("err %v, want it to wrap %v", err, want)
+				}
+			}
+			if (len(tt.wantErr) == 0) != (err == nil) {
+				t.Fatalf("err %v, want errors %v", err, tt.wantErr)
+			}
+			if tt.calls > 0 && len(f.requests) != tt.calls {
+				t.Fatalf("%d calls, want %d", len(f.requests), tt.calls)
+			}
+			if tt.calls == 0 && len(f.requests) <= 3 {
+				t.Fatalf("%d calls for a %v budget: more than the SDK's fixed 3 fit", len(f.requests), DefaultBudget)
+			}
+			if got := ft.total(); got >= DefaultBudget {
+				t.Fatalf("waited %v between attempts, beyond the %v budget", got, DefaultBudget)
+			}
+			for i, d := range ft.slept {
+				if d < 0 || d > c.retry.Ceiling(i+1) {
+					t.Fatalf("wait %d was %v, outside [0, %v]", i+1, d, c.retry.Ceiling(i+1))
+				}
 			}
 			if err != nil && strings.Contains(err.Error(), "secret") {
 				t.Fatalf("the error names the secret key: %v", err)
 			}
 		})
+	}
+}
+
+// The waits are spread (full jitter), so the cold starts SSM throttled at
+// once do not come back at once.
+func TestSSMRetriesAreJittered(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		f := &fakeSSM{answers: []answer{throttled, {200, okAnswer}}}
+		c, ft := newTimedSSM(t, f, "")
+		if _, _, err := c.GetParameters(context.Background(), []string{"/a"}); err != nil {
+			t.Fatal(err)
+		}
+		seen[ft.slept[0]] = true
+	}
+	if len(seen) < 5 {
+		t.Fatalf("20 first retries waited only %d distinct delays: %v", len(seen), seen)
+	}
+}
+
+// A context deadline shorter than the budget bounds the retries.
+func TestSSMBudgetFollowsContext(t *testing.T) {
+	f := &fakeSSM{answers: []answer{throttled}}
+	c, ft := newTimedSSM(t, f, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, _, err := c.GetParameters(ctx, []string{"/a"})
+	if !errors.Is(err, ErrThrottled) || ft.total() >= 300*time.Millisecond {
+		t.Fatalf("err %v after waiting %v, want ErrThrottled within 300ms", err, ft.total())
 	}
 }
 

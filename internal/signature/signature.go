@@ -44,6 +44,15 @@ func Verify(body []byte, sig string, secrets ...[]byte) bool {
 	return false
 }
 
+// WellFormed reports whether sig has the shape of a LINE signature (a
+// canonical, padded base64 HMAC-SHA256, 44 characters), whatever key made
+// it. A webhook re-reads its secret only for a well-formed signature that
+// does not verify: a missing or garbled header is no sign of a rotation.
+func WellFormed(sig string) bool {
+	_, ok := decode(sig)
+	return ok
+}
+
 // decode reads a signature: a padded base64 HMAC-SHA256 is always 44
 // characters and is accepted only in its one canonical encoding (non-zero
 // padding bits would otherwise decode to the same MAC).

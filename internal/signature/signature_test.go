@@ -65,3 +65,26 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// WellFormed tells a signature any key could have made from a header that
+// is missing or garbled.
+func TestWellFormed(t *testing.T) {
+	sig := Sign([]byte("any key"), []byte(`{}`))
+	for _, tt := range []struct {
+		sig  string
+		want bool
+	}{
+		{sig, true},
+		{Sign([]byte("another key"), []byte(`{"events":[]}`)), true},
+		{"", false},
+		{sig[:43], false},
+		{sig + "=", false},
+		{strings.Repeat("!", 44), false},
+		{strings.Repeat("A", 44), false}, // 33 bytes
+		{sig[:42] + "B=", false},         // non-zero padding bits: not the canonical encoding
+	} {
+		if got := WellFormed(tt.sig); got != tt.want {
+			t.Errorf("WellFormed(%q) = %v, want %v", tt.sig, got, tt.want)
+		}
+	}
+}

@@ -21,9 +21,9 @@ var allowed = []struct{ action, resource, reason string }{
 	{"logs:CreateLogGroup", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
 	{"logs:CreateLogStream", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
 	{"logs:PutLogEvents", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
-	{"sqs:ReceiveMessage", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources; SAM offers no scoped variant"},
-	{"sqs:DeleteMessage", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources"},
-	{"sqs:GetQueueAttributes", "*", "AWSLambdaSQSQueueExecutionRole, attached by SAM for SQS event sources"},
+	{"logs:CreateLogStream", "arn:aws:logs:us-east-1:000000000000:log-group:/aws/lambda/*",
+		"the functions' own roles: their log groups are named after functions whose names CloudFormation generates, so a role cannot name its own without a dependency cycle"},
+	{"logs:PutLogEvents", "arn:aws:logs:us-east-1:000000000000:log-group:/aws/lambda/*", "as logs:CreateLogStream"},
 	{"scheduler:CreateSchedule", "arn:aws:scheduler:us-east-1:000000000000:schedule/default/lgs-00000000-0000-0000-0000-000000000000-*",
 		"one-time schedules that end a ChatOps silence are named per alarm and end time; the prefix of the stack's own UUID is the narrowest grant that fits Scheduler's 64-character names"},
 }
@@ -106,10 +106,6 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 		if r.typ != "AWS::Serverless::Function" {
 			continue
 		}
-		if _, ok := r.props["Role"]; ok {
-			problems = append(problems, id+": uses an external Role this test cannot inspect")
-			continue
-		}
 		add := func(where string, statements any) {
 			list, ok := statements.([]any)
 			if !ok {
@@ -123,6 +119,34 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 				}
 				grants = append(grants, grant{fmt.Sprintf("%s[%d]", where, i), m})
 			}
+		}
+		if role, ok := r.props["Role"]; ok {
+			// An explicit role of this template: its inline policies and
+			// managed policies are the function's grants, and SAM adds none.
+			roleID := templateRole(role)
+			rr, ok := e.resources[roleID]
+			if roleID == "" || !ok || rr.typ != "AWS::IAM::Role" {
+				problems = append(problems, fmt.Sprintf("%s: Role %v is not a role of this template, which this test cannot inspect", id, role))
+				continue
+			}
+			props, err := e.props(rr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, _ := props["Policies"].([]any)
+			for i, p := range ps {
+				doc, _ := p.(map[string]any)["PolicyDocument"].(map[string]any)
+				add(fmt.Sprintf("%s(%s).Policies[%d]", id, roleID, i), doc["Statement"])
+			}
+			for _, arn := range strs(props["ManagedPolicyArns"]) {
+				name := arn[strings.LastIndex(arn, "/")+1:]
+				if m, ok := samManaged[name]; ok {
+					add(fmt.Sprintf("%s(%s managed %s)", id, roleID, name), m)
+				} else {
+					problems = append(problems, fmt.Sprintf("%s(%s): managed policy %s cannot be inspected; use statements", id, roleID, arn))
+				}
+			}
+			continue
 		}
 		policies, _ := r.props["Policies"].([]any)
 		if p, ok := r.props["Policies"]; ok && policies == nil {
@@ -163,7 +187,11 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 			}
 		}
 		add(id+"(SAM AWSLambdaBasicExecutionRole)", samManaged["AWSLambdaBasicExecutionRole"])
-		if s, _ := scalarString(r.props["Tracing"]); s == "Active" {
+		props, err := e.props(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := scalarString(props["Tracing"]); s == "Active" {
 			add(id+"(SAM AWSXrayWriteOnlyAccess)", samManaged["AWSXrayWriteOnlyAccess"])
 		}
 		events, _ := r.props["Events"].(map[string]any)
@@ -181,8 +209,17 @@ func functionGrants(t *testing.T, e *evaluator, templates map[string]any) ([]gra
 // policy document declared as a resource.
 func resourcePolicies(t *testing.T, e *evaluator) []grant {
 	var grants []grant
+	functionRoles := map[string]bool{}
+	for _, r := range e.enabledResources() {
+		if r.typ == "AWS::Serverless::Function" {
+			functionRoles[templateRole(r.props["Role"])] = true
+		}
+	}
 	for _, r := range e.enabledResources() {
 		id := r.id
+		if functionRoles[id] {
+			continue // audited as its function's grants
+		}
 		props, err := e.props(r)
 		if err != nil {
 			t.Fatal(err)
@@ -211,6 +248,27 @@ func resourcePolicies(t *testing.T, e *evaluator) []grant {
 		}
 	}
 	return grants
+}
+
+// templateRole is the logical id X of a function's Role: !GetAtt X.Arn
+// ("" for anything else).
+func templateRole(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	switch g := m["Fn::GetAtt"].(type) {
+	case []any:
+		if len(g) == 2 && g[1] == "Arn" {
+			id, _ := g[0].(string)
+			return id
+		}
+	case string:
+		if id, ok := strings.CutSuffix(g, ".Arn"); ok {
+			return id
+		}
+	}
+	return ""
 }
 
 func strs(v any) []string {
@@ -342,29 +400,33 @@ func TestLeastPrivilegeDetects(t *testing.T) {
 	src := string(data)
 	tests := []struct{ name, old, new, want string }{
 		{"wildcard resource",
-			"              Resource: !GetAtt IdempotencyTable.Arn\n",
-			"              Resource: \"*\"\n",
-			"WorkerFunction.Policies[0][0]: dynamodb:GetItem on *"},
+			"                Resource: !GetAtt IdempotencyTable.Arn\n",
+			"                Resource: \"*\"\n",
+			"WorkerFunction(WorkerRole).Policies[0][3]: dynamodb:GetItem on *"},
 		{"wildcard action",
-			"                - dynamodb:GetItem\n",
-			"                - dynamodb:*\n",
-			"WorkerFunction.Policies[0][0]: dynamodb:* on arn:aws:dynamodb:us-east-1:000000000000:table/linegate-IdempotencyTable"},
+			"                  - dynamodb:GetItem\n",
+			"                  - dynamodb:*\n",
+			"WorkerFunction(WorkerRole).Policies[0][3]: dynamodb:* on arn:aws:dynamodb:us-east-1:000000000000:table/linegate-IdempotencyTable"},
 		{"SAM template with a wildcard",
-			"        - SNSPublishMessagePolicy:\n            TopicName: !GetAtt OpsTopic.TopicName\n",
+			"        - Statement: *LineTokenAndChatOpsKey\n",
 			"        - SSMParameterReadPolicy:\n            ParameterName: linegate/x\n",
-			"WorkerFunction.Policies[1].SSMParameterReadPolicy[0]: ssm:DescribeParameters on *"},
+			"QuotaFunction.Policies[1].SSMParameterReadPolicy[0]: ssm:DescribeParameters on *"},
 		{"SAM template expanded with its parameter",
-			"        - EventBridgePutEventsPolicy:\n            EventBusName: !Ref EventBus\n",
+			"        - Statement: *LineTokenAndChatOpsKey\n",
 			"        - SQSSendMessagePolicy:\n            QueueName: !GetAtt InteractiveQueue.QueueName\n",
-			"WebhookFunction.Policies[0].SQSSendMessagePolicy[0]: sqs:SendMessage* on arn:aws:sqs:us-east-1:000000000000:linegate-InteractiveQueue.fifo"},
+			"QuotaFunction.Policies[1].SQSSendMessagePolicy[0]: sqs:SendMessage* on arn:aws:sqs:us-east-1:000000000000:linegate-InteractiveQueue.fifo"},
 		{"managed policy by name",
-			"        - Statement:\n            - Sid: ReadChannelAccessToken\n              Effect: Allow\n              Action:\n                - ssm:GetParameter\n                - ssm:GetParameters\n              Resource: !Sub \"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ChannelAccessTokenParameter}\"\n        # issue 14",
-			"        - AmazonSSMReadOnlyAccess\n        # issue 14",
-			`WorkerFunction.Policies[3]: managed policy "AmazonSSMReadOnlyAccess" cannot be inspected; use statements`},
+			"        - Statement: *LineTokenAndChatOpsKey\n",
+			"        - AmazonSSMReadOnlyAccess\n",
+			`QuotaFunction.Policies[1]: managed policy "AmazonSSMReadOnlyAccess" cannot be inspected; use statements`},
+		{"managed policy on a written-out role",
+			"      Policies:\n        - PolicyName: webhook\n",
+			"      ManagedPolicyArns:\n        - arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole\n      Policies:\n        - PolicyName: webhook\n",
+			"WebhookFunction(WebhookRole managed AWSLambdaSQSQueueExecutionRole)[0]: sqs:ReceiveMessage on *"},
 		{"service principal without condition",
 			"            Condition:\n              ArnEquals:\n                aws:SourceArn: !GetAtt ReplayRule.Arn\n",
 			"",
-			"InteractiveQueuePolicy.PolicyDocument[0].Statement[0]: service principal events.amazonaws.com without aws:SourceArn/aws:SourceAccount condition"},
+			"ReplayQueuePolicy.PolicyDocument[0].Statement[0]: service principal events.amazonaws.com without aws:SourceArn/aws:SourceAccount condition"},
 		{"public principal",
 			"            Principal:\n              Service: cloudwatch.amazonaws.com\n",
 			"            Principal: \"*\"\n",
@@ -395,10 +457,11 @@ func sqsGrants(t *testing.T, data []byte) map[string][]string {
 	grants, _ := functionGrants(t, e, policyTemplates(t))
 	out := map[string][]string{}
 	for _, g := range grants {
-		fn, _, _ := strings.Cut(g.where, ".")
 		if strings.Contains(g.where, "(SAM ") {
 			continue
 		}
+		fn, _, _ := strings.Cut(g.where, ".")
+		fn, _, _ = strings.Cut(fn, "(")
 		for _, a := range strs(g.doc["Action"]) {
 			if !strings.HasPrefix(a, "sqs:") {
 				continue
@@ -410,16 +473,19 @@ func sqsGrants(t *testing.T, data []byte) map[string][]string {
 	}
 	for fn := range out {
 		sort.Strings(out[fn])
+		out[fn] = slices.Compact(out[fn])
 	}
 	return out
 }
 
-// The webhook and the worker reach SQS with exactly the grants their work
-// needs (docs/adr/0001, 0002): the webhook sends to the chat queue; the
-// worker reads the redrive policy of, and changes visibility on, its own
-// source queues, and sends to their dead-letter queues and the long-work
-// queue; the notifier reads the depth of every dead-letter queue (its
-// sweep). Nothing else.
+// Every function reaches SQS with exactly the grants its work needs
+// (docs/adr/0001, 0002), its event sources' included now that each role is
+// written out: the webhook sends to the chat queue and reads the replay
+// queue; the worker reads its three work queues, reads the redrive policy of,
+// and changes visibility on, them, and sends to their dead-letter queues and
+// the long-work queue; the notifier reads the ops queue and the depth of
+// every dead-letter queue (its sweep). Nothing else: no grant on every queue
+// of the account.
 func TestSQSGrantsAreExact(t *testing.T) {
 	data, err := os.ReadFile(templatePath)
 	if err != nil {
@@ -431,14 +497,23 @@ func TestSQSGrantsAreExact(t *testing.T) {
 			"sqs:DeleteMessage on linegate-HeldQueue", "sqs:GetQueueAttributes on linegate-HeldQueue",
 			"sqs:ReceiveMessage on linegate-HeldQueue", "sqs:SendMessage on linegate-HeldQueue",
 		},
-		"WebhookFunction": {"sqs:SendMessage on linegate-InteractiveQueue.fifo"},
-		// The sweep compares every DLQ's depth with the dead letters announced.
+		// The ops queue it reads; the sweep compares every DLQ's depth with the dead letters announced.
 		"NotifierFunction": {
+			"sqs:DeleteMessage on linegate-OpsQueue", "sqs:GetQueueAttributes on linegate-OpsQueue", "sqs:ReceiveMessage on linegate-OpsQueue",
 			"sqs:GetQueueAttributes on linegate-BackgroundDLQ", "sqs:GetQueueAttributes on linegate-InteractiveDLQ.fifo",
 			"sqs:GetQueueAttributes on linegate-LongDLQ", "sqs:GetQueueAttributes on linegate-NotifierFailureQueue",
-			"sqs:GetQueueAttributes on linegate-RuleTargetDLQ",
+			"sqs:GetQueueAttributes on linegate-RuleTargetDLQ", "sqs:GetQueueAttributes on linegate-ReplayDLQ",
+		},
+		"WebhookFunction": {
+			"sqs:SendMessage on linegate-InteractiveQueue.fifo",
+			// The replay queue's event source.
+			"sqs:DeleteMessage on linegate-ReplayQueue", "sqs:GetQueueAttributes on linegate-ReplayQueue", "sqs:ReceiveMessage on linegate-ReplayQueue",
 		},
 		"WorkerFunction": {
+			// Its three event sources.
+			"sqs:ReceiveMessage on linegate-InteractiveQueue.fifo", "sqs:DeleteMessage on linegate-InteractiveQueue.fifo",
+			"sqs:ReceiveMessage on linegate-BackgroundQueue", "sqs:DeleteMessage on linegate-BackgroundQueue",
+			"sqs:ReceiveMessage on linegate-LongQueue", "sqs:DeleteMessage on linegate-LongQueue",
 			// Settling failures on the queues records come from, and long work.
 			"sqs:ChangeMessageVisibility on linegate-BackgroundQueue",
 			"sqs:ChangeMessageVisibility on linegate-InteractiveQueue.fifo",
@@ -467,19 +542,20 @@ func TestSQSGrantsAreExact(t *testing.T) {
 			"sqs:StartMessageMoveTask on linegate-BackgroundDLQ", "sqs:StartMessageMoveTask on linegate-InteractiveDLQ.fifo", "sqs:StartMessageMoveTask on linegate-LongDLQ",
 		},
 	}
-	for _, g := range want {
+	for fn, g := range want {
 		slices.Sort(g)
+		want[fn] = slices.Compact(g)
 	}
 	got := sqsGrants(t, data)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("SQS grants\n got %v\nwant %v", got, want)
 	}
 	// The check sees a grant too many.
-	const last = "                - !GetAtt LongQueue.Arn\n        - Statement:\n"
+	const last = "                  - !GetAtt LongQueue.Arn\n              - Sid: ReadChannelAccessToken\n"
 	if strings.Count(string(data), last) != 1 {
 		t.Fatalf("the template does not end the worker's SQS grants with %q", last)
 	}
-	more := strings.Replace(string(data), last, "                - !GetAtt LongQueue.Arn\n                - !GetAtt RuleTargetDLQ.Arn\n        - Statement:\n", 1)
+	more := strings.Replace(string(data), last, "                  - !GetAtt LongQueue.Arn\n                  - !GetAtt RuleTargetDLQ.Arn\n              - Sid: ReadChannelAccessToken\n", 1)
 	if fmt.Sprint(sqsGrants(t, []byte(more))) == fmt.Sprint(want) {
 		t.Fatal("a send to the rule-target DLQ went unnoticed")
 	}

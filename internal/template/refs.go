@@ -60,7 +60,7 @@ func ruleARN(e *evaluator, r *resource, name string) (string, error) {
 	return e.arn("events", "rule/"+bus+"/"+name), nil
 }
 
-// apiID is the REST API id of an API: its logical id in lower case.
+// apiID is the id of an API (REST or HTTP): its logical id in lower case.
 func apiID(_ *evaluator, r *resource, _ string) (string, error) { return strings.ToLower(r.id), nil }
 
 // kinds is filled by init: its functions evaluate templates, which consult kinds.
@@ -106,6 +106,12 @@ func init() {
 		"AWS::ApiGateway::RestApi": {service: "apigateway", ref: apiID, attrs: map[string]func(*evaluator, *resource, string) (string, error){
 			"RootResourceId": func(*evaluator, *resource, string) (string, error) { return "root", nil },
 		}},
+		"AWS::Serverless::HttpApi": {service: "apigateway", ref: apiID, attrs: map[string]func(*evaluator, *resource, string) (string, error){
+			"ApiEndpoint": func(e *evaluator, r *resource, _ string) (string, error) {
+				return "https://" + strings.ToLower(r.id) + ".execute-api." + e.cfg.region + "." + e.cfg.urlSuffix, nil
+			},
+		}},
+		"AWS::ApiGatewayV2::Api": {service: "apigateway", ref: apiID},
 		"AWS::CloudWatch::Alarm": {service: "cloudwatch", nameProp: "AlarmName", ref: refName, attrs: map[string]func(*evaluator, *resource, string) (string, error){
 			"Arn": alarmARN,
 		}},

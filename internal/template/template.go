@@ -22,7 +22,7 @@
 //   - AWS::Events::Rule: Ref -> name, Arn -> arn:...:events:...:rule/[<bus>/]<name>
 //   - AWS::DynamoDB::Table: Ref -> name, Arn -> arn:...:dynamodb:...:table/<name>
 //   - AWS::Serverless::Function: Ref -> name, Arn -> arn:...:lambda:...:function:<name>
-//   - AWS::Serverless::Api: Ref -> the logical id in lower case (the REST API id)
+//   - AWS::Serverless::Api, AWS::Serverless::HttpApi: Ref -> the logical id in lower case (the API id)
 //   - AWS::CloudWatch::Alarm: Ref -> name, Arn -> arn:...:cloudwatch:...:alarm:<name>
 //
 // Pseudo parameters default to AWS::Region us-east-1, AWS::AccountId
@@ -259,6 +259,8 @@ func newResource(id string, raw any, globals map[string]any) (*resource, error) 
 		g = globals["Function"]
 	case "AWS::Serverless::Api":
 		g = globals["Api"]
+	case "AWS::Serverless::HttpApi":
+		g = globals["HttpApi"]
 	case "AWS::Serverless::SimpleTable":
 		g = globals["SimpleTable"]
 	}

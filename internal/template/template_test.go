@@ -188,10 +188,11 @@ func TestRealTemplateSemantics(t *testing.T) {
 	}
 	// Chat events reach the FIFO chat queue from the webhook, not a rule: the
 	// background rule takes events without a chat, the replay rule replayed
-	// ones with a chat, into one message group.
+	// ones with a chat, to a standard queue the webhook reads and sends on
+	// to the chat queue under each event's own chat.
 	chat := find(t, top.Queues, queueID, "InteractiveQueue")
 	if !chat.FIFO || !chat.ContentBasedDedup || chat.DeduplicationScope != "messageGroup" || chat.FifoThroughputLimit != "perMessageGroupId" {
-		t.Errorf("chat queue %+v: want FIFO in high-throughput mode, content-based deduplication for the replay rule", chat)
+		t.Errorf("chat queue %+v: want FIFO in high-throughput mode, deduplication per message group", chat)
 	}
 	if dlq := find(t, top.Queues, queueID, chat.RedriveTarget); !dlq.FIFO {
 		t.Errorf("the chat queue's DLQ %s is not FIFO", dlq.LogicalID)
@@ -228,22 +229,48 @@ func TestRealTemplateSemantics(t *testing.T) {
 		}
 	}
 	replay := find(t, top.Rules, ruleID, "ReplayRule")
-	if len(replay.Targets) != 1 || replay.Targets[0].QueueLogicalID != "InteractiveQueue" || replay.Targets[0].MessageGroupID != "replay" {
-		t.Errorf("replay targets %+v", replay.Targets)
+	if len(replay.Targets) != 1 || replay.Targets[0].QueueLogicalID != "ReplayQueue" || replay.Targets[0].MessageGroupID != "" {
+		t.Errorf("replay targets %+v: want the standard replay queue, no message group", replay.Targets)
+	}
+	if q := find(t, top.Queues, queueID, "ReplayQueue"); q.FIFO || q.RedriveTarget != "ReplayDLQ" || q.VisibilityTimeout < 6*webhook.Timeout {
+		t.Errorf("replay queue %+v: want standard, dead letters to ReplayDLQ, visibility >= 6 x the webhook's %v", q, webhook.Timeout)
+	}
+	if len(webhook.SQSEvents) != 1 || webhook.SQSEvents[0].Queue != "ReplayQueue" || !webhook.SQSEvents[0].ReportBatchItemFailures {
+		t.Errorf("webhook SQS events %+v: want the replay queue, with partial batch failures", webhook.SQSEvents)
+	}
+	// No rule puts anything into a FIFO queue: a rule's target has one
+	// constant message group, which would line every chat up behind one.
+	queues := map[string]Queue{}
+	for _, q := range top.Queues {
+		queues[q.LogicalID] = q
+	}
+	for _, r := range top.Rules {
+		for _, tg := range r.Targets {
+			if queues[tg.QueueLogicalID].FIFO || tg.MessageGroupID != "" {
+				t.Errorf("rule %s target %s sends to FIFO queue %s under the constant group %q", r.LogicalID, tg.ID, tg.QueueLogicalID, tg.MessageGroupID)
+			}
+		}
 	}
 }
 
 // The loader refuses what AWS refuses around FIFO queues.
 func TestFIFORules(t *testing.T) {
-	tests := []struct{ name, old, new, want string }{
-		{"batching window on a FIFO mapping", "            MaximumBatchingWindowInSeconds: 0\n", "            MaximumBatchingWindowInSeconds: 1\n", "no batching window"},
-		{"standard DLQ of a FIFO queue", "      FifoQueue: true\n      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n", "      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n", "same type"},
-		{"FIFO target without a message group", "          SqsParameters:\n            MessageGroupId: replay\n", "", "MessageGroupId"},
-		{"FIFO target without content-based deduplication", "      ContentBasedDeduplication: true\n", "", "ContentBasedDeduplication"},
+	tests := []struct {
+		name  string
+		edits map[string]string
+		want  string
+	}{
+		{"batching window on a FIFO mapping", map[string]string{"            MaximumBatchingWindowInSeconds: 0\n            FunctionResponseTypes:\n              - ReportBatchItemFailures\n            ScalingConfig:\n              MaximumConcurrency: !Ref WorkerMaxConcurrency\n": "            MaximumBatchingWindowInSeconds: 1\n            FunctionResponseTypes:\n              - ReportBatchItemFailures\n            ScalingConfig:\n              MaximumConcurrency: !Ref WorkerMaxConcurrency\n"}, "no batching window"},
+		{"standard DLQ of a FIFO queue", map[string]string{"      FifoQueue: true\n      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n": "      SqsManagedSseEnabled: true\n      MessageRetentionPeriod: 1209600\n"}, "same type"},
+		{"FIFO target without a message group", map[string]string{replayTarget: fifoTarget}, "MessageGroupId"},
+		{"FIFO target without content-based deduplication", map[string]string{
+			replayTarget: fifoTarget + "          SqsParameters:\n            MessageGroupId: g\n",
+			"      ContentBasedDeduplication: true\n": "",
+		}, "ContentBasedDeduplication"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(rewrite(t, tt.old, tt.new), required)
+			_, err := Load(rewriteAll(t, tt.edits), required)
 			if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrSyntax mentioning %q", err, tt.want)
 			}
@@ -291,6 +318,36 @@ func mustSeconds(t *testing.T, s string) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(n) * time.Second
+}
+
+// replayTarget is the replay rule's target; fifoTarget the chat queue as a
+// rule target, which the loader must refuse without a message group and
+// content-based deduplication.
+const (
+	replayTarget = "        - Id: ReplayQueue\n          Arn: !GetAtt ReplayQueue.Arn\n"
+	fifoTarget   = "        - Id: InteractiveQueue\n          Arn: !GetAtt InteractiveQueue.Arn\n"
+)
+
+// rewriteAll writes template.yaml with every old string replaced by its new
+// one to a temporary file and returns its path.
+func rewriteAll(t *testing.T, edits map[string]string) string {
+	t.Helper()
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for old, new := range edits {
+		if !strings.Contains(s, old) {
+			t.Fatalf("template has no %q", old)
+		}
+		s = strings.ReplaceAll(s, old, new)
+	}
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func rewrite(t *testing.T, old, new string) string {

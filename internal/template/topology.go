@@ -29,6 +29,8 @@ type Topology struct {
 	Topics    []Topic
 	Tables    []Table
 	Alarms    []Alarm
+	// APIs are the template's API Gateway APIs (SAM's Api and HttpApi).
+	APIs []API
 	// Subscriptions are the AWS::SNS::Subscription resources that deliver a
 	// topic of this template to a queue of this template, or to an email
 	// address.
@@ -68,8 +70,21 @@ type Queue struct {
 type Bus struct {
 	// LogicalID, Name and ARN follow the package's naming scheme.
 	LogicalID, Name, ARN string
-	// Archive is true when an AWS::Events::Archive records this bus.
-	Archive bool
+	// Archive is true when an AWS::Events::Archive records this bus;
+	// ArchiveRetentionDays is its retention (0: indefinitely).
+	Archive              bool
+	ArchiveRetentionDays int
+}
+
+// API is an AWS::Serverless::Api (Kind "rest") or AWS::Serverless::HttpApi
+// (Kind "http").
+type API struct {
+	LogicalID, Kind string
+	// DetailedMetrics is per-method (REST MethodSettings MetricsEnabled) or
+	// per-route (HTTP DefaultRouteSettings DetailedMetricsEnabled) metrics.
+	DetailedMetrics bool
+	// AccessLogFormat is the stage's access log format ("" for none).
+	AccessLogFormat string
 }
 
 // Rule is an AWS::Events::Rule.
@@ -127,6 +142,11 @@ type Function struct {
 	// OnFailureQueue is the logical id of the queue of the on-failure
 	// destination for asynchronous invocations ("" for none).
 	OnFailureQueue string
+	// ReservedConcurrency is ReservedConcurrentExecutions (0: none
+	// reserved).
+	ReservedConcurrency int
+	// Tracing is the X-Ray mode (Active, PassThrough; "" when unset).
+	Tracing string
 	// MaxAsyncRetries is EventInvokeConfig.MaximumRetryAttempts (Lambda's
 	// default: 2).
 	MaxAsyncRetries int
@@ -213,6 +233,9 @@ type Table struct {
 	// HashKey is the partition key attribute; TTLAttribute the TTL attribute
 	// when TTL is enabled.
 	HashKey, TTLAttribute string
+	// KMS is true when the table is encrypted with a KMS key
+	// (SSESpecification.SSEEnabled), false for DynamoDB's own key.
+	KMS bool
 }
 
 // Alarm is an AWS::CloudWatch::Alarm on a single metric.
@@ -447,11 +470,11 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	archived := map[string]bool{}
+	archived := map[string]int{} // bus ARN -> retention days + 1
 	for _, r := range e.enabledResources() {
 		if r.typ == "AWS::Events::Archive" {
-			src := newReader("Resources."+r.id+".Properties", r.resolved).str("SourceArn")
-			archived[src] = true
+			ap := newReader("Resources."+r.id+".Properties", r.resolved)
+			archived[ap.str("SourceArn")] = ap.int("RetentionDays", 0) + 1
 		}
 	}
 	for _, r := range e.enabledResources() {
@@ -466,7 +489,16 @@ func (e *evaluator) topology(doc map[string]any) (*Topology, error) {
 			t.Queues = append(t.Queues, e.queue(r, name, p, ix))
 		case "AWS::Events::EventBus":
 			arn, _ := busARN(e, r, name)
-			t.Buses = append(t.Buses, Bus{LogicalID: id, Name: name, ARN: arn, Archive: archived[arn]})
+			t.Buses = append(t.Buses, Bus{LogicalID: id, Name: name, ARN: arn, Archive: archived[arn] > 0, ArchiveRetentionDays: max(archived[arn]-1, 0)})
+		case "AWS::Serverless::HttpApi":
+			t.APIs = append(t.APIs, API{LogicalID: id, Kind: "http", DetailedMetrics: p.sub("DefaultRouteSettings").bool("DetailedMetricsEnabled"),
+				AccessLogFormat: p.sub("AccessLogSettings").str("Format")})
+		case "AWS::Serverless::Api":
+			api := API{LogicalID: id, Kind: "rest", AccessLogFormat: p.sub("AccessLogSetting").str("Format")}
+			for _, ms := range p.mappings("MethodSettings") {
+				api.DetailedMetrics = api.DetailedMetrics || ms.bool("MetricsEnabled")
+			}
+			t.APIs = append(t.APIs, api)
 		case "AWS::Events::Rule":
 			rule, err := e.rule(r, name, p, ix)
 			if err != nil {
@@ -661,14 +693,16 @@ func (e *evaluator) rule(r *resource, name string, p reader, ix index) (Rule, er
 
 func (e *evaluator) function(r *resource, name string, p reader, ix index) (Function, error) {
 	fn := Function{
-		LogicalID:       r.id,
-		Name:            name,
-		Handler:         p.str("Handler"),
-		Runtime:         p.str("Runtime"),
-		Timeout:         p.seconds("Timeout", 3),
-		MemorySize:      p.int("MemorySize", 128),
-		Env:             map[string]string{},
-		MaxAsyncRetries: 2,
+		LogicalID:           r.id,
+		Name:                name,
+		Handler:             p.str("Handler"),
+		Runtime:             p.str("Runtime"),
+		Timeout:             p.seconds("Timeout", 3),
+		MemorySize:          p.int("MemorySize", 128),
+		ReservedConcurrency: p.int("ReservedConcurrentExecutions", 0),
+		Tracing:             p.str("Tracing"),
+		Env:                 map[string]string{},
+		MaxAsyncRetries:     2,
 	}
 	if _, isMap := r.resolved["CodeUri"].(map[string]any); !isMap { // a map is an S3 location: nothing to build locally
 		fn.CodeURI = p.str("CodeUri")
@@ -803,6 +837,7 @@ func table(r *resource, name string, p reader) Table {
 	if ttl := p.sub("TimeToLiveSpecification"); ttl.bool("Enabled") {
 		t.TTLAttribute = ttl.str("AttributeName")
 	}
+	t.KMS = p.sub("SSESpecification").bool("SSEEnabled")
 	return t
 }
 

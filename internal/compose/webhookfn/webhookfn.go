@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -32,8 +34,26 @@ type QueueSender interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
+// Clients returns the webhook's EventBridge and SQS clients with the SDK's
+// retryer pinned off. The webhook retries its two hand-offs itself, per entry
+// and within PUBLISH_DEADLINE_MS, well inside LINE's webhook timeout; a
+// second retry layer in the SDK would add attempts and backoff the deadline
+// never planned for, and its defaults change between releases (aws-sdk-go-v2
+// v1.48.0, 2026-11-10: retry behaviour 2.1, a 1 s backoff base for
+// throttling errors, 14 tokens a retry). Pinned here, what the webhook does
+// under throttling is what linegate decides, whatever the SDK's default,
+// AWS_RETRY_MODE or AWS_MAX_ATTEMPTS say. (The publisher and the chat queue
+// sender also turn the retryer off per call.)
+func Clients(cfg aws.Config) (*eventbridge.Client, *sqs.Client) {
+	return eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.Retryer = aws.NopRetryer{} }),
+		sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.Retryer = aws.NopRetryer{} })
+}
+
 // New resolves the secrets and builds the webhook core publishing to bus
-// and sending chat events to queue, both within the publish deadline.
+// and sending chat events to queue, both within the publish deadline. When
+// the channel secret is an SSM parameter, a signature that does not verify
+// re-reads it (at most once per SECRET_REFRESH_COOLDOWN_MS), so a rotated
+// secret is picked up by warm instances without a redeploy.
 func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSender, c compose.Common) (*ingress.Handler, error) {
 	c = c.WithDefaults()
 	vals, err := secrets.Resolve(ctx, c.SSM, cfg.Secret, cfg.PreviousSecret)
@@ -43,7 +63,34 @@ func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSe
 	pub := eventbus.NewPublisher(bus, cfg.BusName, eventbus.WithSource(cfg.Source), eventbus.WithDeadline(cfg.PublishDeadline),
 		eventbus.WithLogger(c.Logger), eventbus.WithMetrics(c.Metrics))
 	chats := chatqueue.New(queue, cfg.ChatQueueURL, chatqueue.Config{Deadline: cfg.PublishDeadline, Log: c.Logger, Metrics: c.Metrics})
-	return ingress.New(pub, ingress.WithChatQueue(chats), ingress.WithSource(cfg.Source), ingress.WithRegion(cfg.Region),
+	opts := []ingress.Option{ingress.WithChatQueue(chats), ingress.WithSource(cfg.Source), ingress.WithRegion(cfg.Region),
 		ingress.WithSecrets(vals...), ingress.WithMaxBodyBytes(cfg.MaxBodyBytes), ingress.WithBotUserID(cfg.BotUserID),
-		ingress.WithLogger(c.Logger), ingress.WithMetrics(c.Metrics), ingress.WithTraceHeader(telemetry.TraceHeader))
+		ingress.WithLogger(c.Logger), ingress.WithMetrics(c.Metrics), ingress.WithTraceHeader(telemetry.TraceHeader)}
+	if cfg.Secret.Param != "" && c.SSM != nil {
+		ssm := c.SSM
+		opts = append(opts, ingress.WithSecretRefresh(func(ctx context.Context) ([]string, error) {
+			return secrets.Resolve(ctx, ssm, cfg.Secret, cfg.PreviousSecret)
+		}, cfg.SecretRefreshCooldown))
+	}
+	return ingress.New(pub, opts...)
+}
+
+// Event is what the webhook function is invoked with: an API Gateway proxy
+// request (HTTP API, payload format 1.0) from LINE, or a batch of records
+// from its replay queue's event source. One decoding reads either.
+type Event struct {
+	events.APIGatewayProxyRequest
+	Records []events.SQSMessage `json:"Records"`
+}
+
+// Lambda is the webhook function's handler: a batch of records is a replay
+// to send on to the chat queue (ingress.Handler.Replays), anything else a
+// webhook (ingress.Handler.APIGateway).
+func Lambda(h *ingress.Handler) func(context.Context, Event) (any, error) {
+	return func(ctx context.Context, ev Event) (any, error) {
+		if len(ev.Records) > 0 {
+			return h.Replays(ctx, events.SQSEvent{Records: ev.Records})
+		}
+		return h.APIGateway(ctx, ev.APIGatewayProxyRequest)
+	}
 }

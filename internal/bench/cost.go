@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/linegate/linegate/internal/template"
+)
+
+// Cost is docs/cost.md's table: the monthly AWS cost of one million
+// webhooks (one event each) at a template's settings, us-east-1 list
+// prices, free tiers ignored. It is computed from the template (the API's
+// kind, the functions' memory and tracing, the table's key, the access log
+// format, the log levels, the archive's retention, the alarms and the event
+// source mappings), so the table cannot drift from what deploys: a test
+// compares docs/cost.md with it.
+//
+// Prices (us-east-1, checked 2026-12):
+//   - API Gateway: HTTP API $1.00, REST API $3.50 per million requests
+//     (https://aws.amazon.com/api-gateway/pricing/)
+//   - Lambda arm64: $0.20 per million requests, $0.0000133334 per GB-second
+//     (https://aws.amazon.com/lambda/pricing/)
+//   - EventBridge: $1.00 per million custom events; archive $0.10 per GB
+//     processed, $0.023 per GB-month stored (https://aws.amazon.com/eventbridge/pricing/)
+//   - SQS: FIFO $0.50, standard $0.40 per million requests (64 KB chunks)
+//     (https://aws.amazon.com/sqs/pricing/)
+//   - DynamoDB on-demand: $0.625 per million write request units
+//     (https://aws.amazon.com/dynamodb/pricing/on-demand/)
+//   - CloudWatch: logs $0.50 per GB ingested, $0.10 per standard alarm,
+//     $0.30 per custom metric, $3 per dashboard beyond three
+//     (https://aws.amazon.com/cloudwatch/pricing/)
+//   - X-Ray: $5.00 per million traces recorded (https://aws.amazon.com/xray/pricing/)
+//   - Secrets Manager: $0.40 per secret per month (https://aws.amazon.com/secrets-manager/pricing/)
+type Cost struct {
+	Rows    []CostRow
+	Total   float64 // per million webhooks
+	Fixed   []CostRow
+	FixedUp float64 // per month, whatever the traffic
+}
+
+// CostRow is one line of the table.
+type CostRow struct {
+	Item, Arithmetic string
+	USD              float64
+}
+
+// Prices and the measured inputs of the table.
+const (
+	priceHTTPAPI      = 1.00
+	priceRESTAPI      = 3.50
+	priceLambdaReq    = 0.20
+	priceLambdaGBs    = 0.0000133334
+	priceEvents       = 1.00
+	priceArchiveGB    = 0.10
+	priceStorageGBMo  = 0.023
+	priceSQSFIFO      = 0.50
+	priceSQSStandard  = 0.40
+	priceDynamoWRU    = 0.625
+	priceLogsGB       = 0.50
+	priceAlarm        = 0.10
+	priceMetric       = 0.30
+	priceDashboard    = 3.00
+	priceXRayTrace    = 5.00
+	priceSecret       = 0.40
+	minutesPerMonth   = 43200
+	secondsPerMonth   = 2_592_000
+	webhookBilledS    = 0.025 // the webhook's billed duration: the bus and the chat queue called at once (docs/benchmarks.md)
+	workerBilledS     = 0.060 // the worker's per record at a chat's pace, one record per invocation, the handler's own work excluded
+	archiveEventBytes = 1500  // one event's envelope as the archive stores it
+	// FunctionLogBytes is what the webhook and the worker log per event at
+	// LOG_LEVEL INFO: the worker's "record processed" line and both
+	// functions' EMF metrics (measured with linegate local;
+	// TestFunctionLogBytes keeps it honest).
+	FunctionLogBytes = 1354
+	// platformLogBytes is Lambda's START, END and REPORT lines of one
+	// invocation in JSON format (SystemLogLevel INFO).
+	platformLogBytes = 700
+	// xraySampled is the share of invocations Lambda traces beyond the
+	// first each second (X-Ray's default rule, which Lambda applies).
+	xraySampled = 0.05
+	// idlePollers is the batches Lambda polls an idle SQS event source with
+	// when MaximumConcurrency is set (it does not scale below five then),
+	// each a 20 s long poll.
+	idlePollers = 5
+)
+
+// contextValue is the typical length of an access log variable's value.
+var contextValue = map[string]int{
+	"$context.requestId": 16, "$context.identity.sourceIp": 13, "$context.requestTimeEpoch": 13, "$context.requestTime": 26,
+	"$context.routeKey": 13, "$context.status": 3, "$context.responseLatency": 2, "$context.integrationStatus": 3,
+	"$context.integrationLatency": 2, "$context.error.message": 1, "$context.error.responseType": 1,
+	"$context.integrationErrorMessage": 1, "$context.httpMethod": 4, "$context.path": 13, "$context.responseLength": 2,
+}
+
+var contextVar = regexp.MustCompile(`\$context\.[A-Za-z.]+`)
+
+// accessLogBytes is one access log line of format with typical values.
+func accessLogBytes(format string) int {
+	n := 0
+	rest := contextVar.ReplaceAllStringFunc(format, func(v string) string {
+		l, ok := contextValue[v]
+		if !ok {
+			l = 10
+		}
+		n += l
+		return ""
+	})
+	return len(rest) + n + 1 // the line's newline
+}
+
+// ComputeCost computes the table for a template loaded with its defaults
+// whose functions publish customMetrics metric/dimension combinations.
+func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
+	var c Cost
+	add := func(item, arith string, usd float64) {
+		c.Rows = append(c.Rows, CostRow{item, arith, usd})
+		c.Total += usd
+	}
+	fixed := func(item, arith string, usd float64) {
+		c.Fixed = append(c.Fixed, CostRow{item, arith, usd})
+		c.FixedUp += usd
+	}
+	fn := map[string]template.Function{}
+	for _, f := range top.Functions {
+		fn[f.LogicalID] = f
+	}
+	webhook, worker := fn["WebhookFunction"], fn["WorkerFunction"]
+	if webhook.LogicalID == "" || worker.LogicalID == "" || len(top.APIs) != 1 {
+		return c, fmt.Errorf("cost: want a WebhookFunction, a WorkerFunction and one API")
+	}
+	api := top.APIs[0]
+	accessLogFormat := api.AccessLogFormat
+	switch api.Kind {
+	case "http":
+		add("API Gateway HTTP API", fmt.Sprintf("1 M requests × $%.2f/M", priceHTTPAPI), priceHTTPAPI)
+	default:
+		add("API Gateway REST API", fmt.Sprintf("1 M requests × $%.2f/M", priceRESTAPI), priceRESTAPI)
+	}
+	lambda := func(name string, f template.Function, billed float64, what string) {
+		gb := float64(f.MemorySize) / 1024
+		usd := priceLambdaReq + 1e6*gb*billed*priceLambdaGBs
+		add(fmt.Sprintf("%s Lambda (arm64, %d MB, ~%.0f ms billed%s)", name, f.MemorySize, billed*1000, what),
+			fmt.Sprintf("1 M × $%.2f/M + 1 M × %.2f GB × %.3f s × $%.10f/GB-s", priceLambdaReq, gb, billed, priceLambdaGBs), usd)
+	}
+	lambda("Webhook", webhook, webhookBilledS, ": the bus and the chat queue called at once")
+	add("EventBridge custom events (every event, for the archive and your rules)", fmt.Sprintf("1 M × $%.2f/M", priceEvents), priceEvents)
+	retention := 0
+	for _, b := range top.Buses {
+		if b.Archive {
+			retention = b.ArchiveRetentionDays
+		}
+	}
+	if retention > 0 {
+		gb := archiveEventBytes / 1e3
+		stored := gb * float64(retention) / 30
+		add(fmt.Sprintf("EventBridge archive (%d days)", retention),
+			fmt.Sprintf("~%.1f KB/event → %.1f GB × $%.2f/GB + %.2f GB-mo × $%.3f", gb, gb, priceArchiveGB, stored, priceStorageGBMo),
+			gb*priceArchiveGB+stored*priceStorageGBMo)
+	}
+	add("SQS FIFO chat queue", fmt.Sprintf("send + receive + delete = 3 requests per event (no batching window: latency first) → 3 M × $%.2f/M", priceSQSFIFO), 3*priceSQSFIFO)
+	lambda("Worker", worker, workerBilledS, " per record, one record per invocation at a chat's pace")
+	ddb := "claim + complete = 2 WRU per event → 2 M × $0.625/M (`bot.Once` and sessions add writes only where a handler uses them)"
+	for _, t := range top.Tables {
+		if t.KMS {
+			ddb += "; plus the KMS requests of the aws/dynamodb key (TableEncryption=aws-managed-kms)"
+		}
+	}
+	add("DynamoDB on-demand", ddb, 2*priceDynamoWRU)
+
+	logBytes := FunctionLogBytes
+	parts := []string{fmt.Sprintf("%d B of the functions' JSON and EMF", FunctionLogBytes)}
+	if top.Parameters["LogLevel"] == "DEBUG" {
+		parts = append(parts, "+ DEBUG lines (not counted)")
+	}
+	if accessLogFormat != "" {
+		n := accessLogBytes(accessLogFormat)
+		logBytes += n
+		parts = append(parts, fmt.Sprintf("+ %d B access log", n))
+	}
+	if lvl := top.Parameters["PlatformLogLevel"]; lvl == "INFO" || lvl == "DEBUG" {
+		logBytes += 2 * platformLogBytes
+		parts = append(parts, fmt.Sprintf("+ 2 × %d B of Lambda's START/END/REPORT", platformLogBytes))
+	}
+	add("CloudWatch Logs", fmt.Sprintf("%s = %.2f KB per event → %.2f GB × $%.2f/GB", strings.Join(parts, " "), float64(logBytes)/1e3, float64(logBytes)/1e3, priceLogsGB),
+		float64(logBytes)/1e3*priceLogsGB)
+
+	traced := 0
+	for _, f := range []template.Function{webhook, worker} {
+		if f.Tracing == "Active" {
+			traced++
+		}
+	}
+	if traced > 0 {
+		add("X-Ray (Lambda's sampling: 5% of invocations beyond the first each second)",
+			fmt.Sprintf("%d traced invocations per event × %.0f%% × $%.2f/M traces", traced, xraySampled*100, priceXRayTrace),
+			float64(traced)*xraySampled*priceXRayTrace)
+	}
+
+	fixed(fmt.Sprintf("%d alarms", len(top.Alarms)), fmt.Sprintf("%d × $%.2f", len(top.Alarms), priceAlarm), float64(len(top.Alarms))*priceAlarm)
+	fixed("custom metrics", fmt.Sprintf("%d metric/function combinations (docs/metrics.md; the dashboard charts each) × $%.2f", customMetrics, priceMetric), float64(customMetrics)*priceMetric)
+	if api.DetailedMetrics {
+		fixed("detailed API metrics (ApiDetailedMetrics)", fmt.Sprintf("7 metrics per route × $%.2f", priceMetric), 7*priceMetric)
+	}
+	fixed("dashboard", "beyond the first three free", priceDashboard)
+	fixed("ChatOps signing key (Secrets Manager)", "1 secret", priceSecret)
+	fifo, standard := 0, 0
+	for _, f := range top.Functions {
+		for _, m := range f.SQSEvents {
+			isFIFO := false
+			for _, q := range top.Queues {
+				if q.LogicalID == m.Queue {
+					isFIFO = q.FIFO
+				}
+			}
+			if isFIFO {
+				fifo++
+			} else {
+				standard++
+			}
+		}
+	}
+	polls := float64(idlePollers*3*minutesPerMonth) / 1e6 // receives per mapping per month, millions
+	fixed(fmt.Sprintf("idle polling of %d SQS event sources", fifo+standard),
+		fmt.Sprintf("%d × %d pollers × 3 long polls/min × %d min = %.1f M receives (FIFO $%.2f, standard $%.2f per M)", fifo+standard, idlePollers, minutesPerMonth, polls*float64(fifo+standard), priceSQSFIFO, priceSQSStandard),
+		polls*(float64(fifo)*priceSQSFIFO+float64(standard)*priceSQSStandard))
+	if traced > 0 {
+		fixed("X-Ray: the first trace each second of each traced function",
+			fmt.Sprintf("at most %d × %.1f M traces × $%.2f/M; at 1 M webhooks a month (0.4/s) it is about every event", traced, secondsPerMonth/1e6, priceXRayTrace),
+			float64(traced)*secondsPerMonth/1e6*priceXRayTrace)
+	}
+	return c, nil
+}
+
+// dashboardMetric is one custom metric of one function on the dashboard,
+// which functions/metrics_test.go keeps complete.
+var dashboardMetric = regexp.MustCompile(`\["\$\{Namespace\}", "([A-Za-z]+)", "Function", "\$\{([A-Za-z]+)\}"`)
+
+// CostFromTemplate loads path with its defaults and computes its table.
+func CostFromTemplate(path string) (Cost, error) {
+	top, err := template.Load(path, map[string]string{"OperatorLineIds": "U" + strings.Repeat("0", 32)})
+	if err != nil {
+		return Cost{}, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Cost{}, err
+	}
+	pairs := map[string]bool{}
+	for _, m := range dashboardMetric.FindAllStringSubmatch(string(raw), -1) {
+		pairs[m[1]+" "+m[2]] = true
+	}
+	return ComputeCost(top, len(pairs))
+}
+
+// WriteMarkdown writes the table as docs/cost.md shows it.
+func (c Cost) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| item | arithmetic | USD |\n| --- | --- | --- |\n")
+	for _, r := range c.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Item, r.Arithmetic, usd(r.USD))
+	}
+	fmt.Fprintf(&b, "| **per million webhooks** | | **%s** |\n\n", usd(c.Total))
+	b.WriteString("Fixed per month, whatever the traffic:\n\n| item | arithmetic | USD |\n| --- | --- | --- |\n")
+	for _, r := range c.Fixed {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Item, r.Arithmetic, usd(r.USD))
+	}
+	fmt.Fprintf(&b, "| **per month, at most** | | **%s** |\n", usd(c.FixedUp))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func usd(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
