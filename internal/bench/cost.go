@@ -50,16 +50,19 @@ type CostRow struct {
 
 // Prices and the measured inputs of the table.
 const (
-	priceHTTPAPI      = 1.00
-	priceRESTAPI      = 3.50
-	priceLambdaReq    = 0.20
-	priceLambdaGBs    = 0.0000133334
-	priceEvents       = 1.00
-	priceArchiveGB    = 0.10
-	priceStorageGBMo  = 0.023
-	priceSQSFIFO      = 0.50
-	priceSQSStandard  = 0.40
-	priceDynamoWRU    = 0.625
+	priceHTTPAPI     = 1.00
+	priceRESTAPI     = 3.50
+	priceLambdaReq   = 0.20
+	priceLambdaGBs   = 0.0000133334
+	priceEvents      = 1.00
+	priceArchiveGB   = 0.10
+	priceStorageGBMo = 0.023
+	priceSQSFIFO     = 0.50
+	priceSQSStandard = 0.40
+	priceDynamoWRU   = 0.625
+	// writesPerEvent is what the worker writes to the idempotency table for
+	// an event it answers (internal/worker: idempotent, the reply ledger).
+	writesPerEvent    = 3
 	priceLogsGB       = 0.50
 	priceAlarm        = 0.10
 	priceMetric       = 0.30
@@ -163,13 +166,16 @@ func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
 	}
 	add("SQS FIFO chat queue", fmt.Sprintf("send + receive + delete = 3 requests per event (no batching window: latency first) → 3 M × $%.2f/M", priceSQSFIFO), 3*priceSQSFIFO)
 	lambda("Worker", worker, workerBilledS, " per record, one record per invocation at a chat's pace")
-	ddb := "claim + complete = 2 WRU per event → 2 M × $0.625/M (`bot.Once` and sessions add writes only where a handler uses them)"
+	// A replied event writes its claim, its reply's attempt (recorded before
+	// the reply, so a retry never pushes an answer that may have landed) and
+	// its completion.
+	ddb := fmt.Sprintf("claim + the reply's attempt + complete = %d WRU per replied event → %d M × $0.625/M (`bot.Once` and sessions add writes only where a handler uses them)", writesPerEvent, writesPerEvent)
 	for _, t := range top.Tables {
 		if t.KMS {
 			ddb += "; plus the KMS requests of the aws/dynamodb key (TableEncryption=aws-managed-kms)"
 		}
 	}
-	add("DynamoDB on-demand", ddb, 2*priceDynamoWRU)
+	add("DynamoDB on-demand", ddb, writesPerEvent*priceDynamoWRU)
 
 	logBytes := FunctionLogBytes
 	parts := []string{fmt.Sprintf("%d B of the functions' JSON and EMF", FunctionLogBytes)}
