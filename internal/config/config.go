@@ -23,6 +23,10 @@ type Getenv func(string) string
 type Secret struct {
 	Param string // SSM parameter name
 	Value string // plain value; accepted only outside Lambda or under sam local
+	// Optional makes a parameter that does not exist resolve to "" rather
+	// than fail (a named channel's previous secret, bot user ID and
+	// operators: secrets.Resolve).
+	Optional bool
 }
 
 // IsSet reports whether either source is configured.
@@ -44,6 +48,10 @@ type Webhook struct {
 	// the least time between two re-reads of the secrets from SSM after a
 	// signature that does not verify.
 	SecretRefreshCooldown time.Duration
+	// Channels are the named channels (LINE_CHANNELS) beside the default
+	// one: their secrets and bot user IDs, each webhook at
+	// /webhook/NAME.
+	Channels []Channel
 }
 
 // LoadWebhook reads and validates the webhook's configuration.
@@ -62,6 +70,7 @@ func LoadWebhook(env Getenv) (Webhook, error) {
 		Metrics:         r.str("METRICS_NAMESPACE", "linegate"),
 
 		SecretRefreshCooldown: r.millis("SECRET_REFRESH_COOLDOWN_MS", 10000, 1000, 600000),
+		Channels:              r.channels(needs{secrets: true}, ""),
 	}
 	if !c.Secret.IsSet() {
 		r.problem("LINE_CHANNEL_SECRET_PARAM is not set: name the SSM SecureString holding the channel secret (or set LINE_CHANNEL_SECRET for a local run)")
@@ -182,6 +191,10 @@ type Worker struct {
 	SessionTTL       time.Duration // SESSION_TTL_HOURS, default 24: how long a chat's session lives after its last save
 	Probes           bool          // PROBES_ENABLED
 	Metrics          string        // METRICS_NAMESPACE
+	// Channels are the named channels (LINE_CHANNELS) beside the default
+	// one: the token each one's events are answered through, and its
+	// operators (ChatOps).
+	Channels []Channel
 }
 
 // LoadWorker reads and validates the worker's configuration.
@@ -201,6 +214,7 @@ func LoadWorker(env Getenv) (Worker, error) {
 		Probes:           r.bool("PROBES_ENABLED", false),
 		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
 	}
+	c.Channels = r.channels(needs{token: true, operators: true}, c.Auth.Mode)
 	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	return c, r.err()
 }
@@ -215,6 +229,10 @@ type Paging struct {
 	ChatOps   ChatOps  // the key that signs the cards' buttons
 	TimeZone  string   // OPERATOR_TIMEZONE, default Asia/Tokyo: the cards' times (the quota's month)
 	Metrics   string   // METRICS_NAMESPACE
+	// Channels are the named channels (LINE_CHANNELS) beside the default
+	// one: each one's token and operators (its quota cards, and the
+	// notices of its events).
+	Channels []Channel
 }
 
 // paging reads Paging; operators says whom OPERATOR_LINE_IDS names, for
@@ -227,6 +245,7 @@ func (r *reader) paging(operators string) Paging {
 		Metrics:  r.str("METRICS_NAMESPACE", "linegate"),
 	}
 	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", operators))
+	c.Channels = r.channels(needs{token: true, operators: true}, c.Auth.Mode)
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
 	}
@@ -284,6 +303,9 @@ type LineAuth struct {
 	Mode          string        // LINE_TOKEN_MODE: long-lived (default), stateless or v2.1
 	AccessToken   Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (long-lived)
 	ChannelID     string        // LINE_CHANNEL_ID (stateless, v2.1)
+	// ChannelIDFrom is where a named channel's ID is read (its SSM
+	// parameter, Channel.Auth) when ChannelID is "".
+	ChannelIDFrom Secret
 	ChannelSecret Secret        // LINE_CHANNEL_SECRET_PARAM / LINE_CHANNEL_SECRET (stateless)
 	AssertionKey  Secret        // LINE_ASSERTION_KEY_PARAM / LINE_ASSERTION_KEY: the private JWK with its kid (v2.1)
 	TokenLife     time.Duration // LINE_TOKEN_LIFE_MINUTES, default 15: the lifetime asked of a v2.1 token

@@ -3,6 +3,8 @@ package secrets
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,5 +61,45 @@ func TestResolveWrapsAPIErrors(t *testing.T) {
 	}
 	if v, err := Resolve(context.Background(), nil, config.Secret{Value: "v"}); err != nil || v[0] != "v" {
 		t.Fatalf("plain only: %v %v", v, err)
+	}
+}
+
+// A stack with several channels reads more than GetParameters takes in one
+// call (ten names): against moto's SSM, which refuses an eleventh name as
+// SSM does, every value comes back, a missing Optional parameter (a
+// channel's previous secret between rotations) resolves to "", and a
+// missing required one is named.
+func TestResolveManyAndOptionalAgainstMoto(t *testing.T) {
+	ep := motoserver.Start(t)
+	api := ssm.NewFromConfig(motoserver.Config(ep))
+	client := NewSSM(motoserver.Config(ep))
+	ctx := context.Background()
+	var want []config.Secret
+	for i := range 12 {
+		name := fmt.Sprintf("/linegate/channels/c%d/secret", i)
+		if _, err := api.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(fmt.Sprint("s", i)), Type: types.ParameterTypeSecureString}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, config.Secret{Param: name})
+	}
+	if _, _, err := client.GetParameters(ctx, []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h", "/i", "/j", "/k"}); err == nil {
+		t.Fatal("moto took eleven names in one call: this test would not show the chunking")
+	}
+	secrets := append(want, config.Secret{Param: "/linegate/channels/c0/secret-previous", Optional: true}, config.Secret{Param: "/linegate/channels/c0/secret"})
+	got, err := Resolve(ctx, client, secrets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		if got[i] != fmt.Sprint("s", i) {
+			t.Fatalf("secret %d = %q", i, got[i])
+		}
+	}
+	if got[12] != "" || got[13] != "s0" {
+		t.Fatalf("optional %q, repeated %q", got[12], got[13])
+	}
+	_, err = Resolve(ctx, client, config.Secret{Param: "/linegate/channels/c0/secret"}, config.Secret{Param: "/linegate/channels/c9/token"})
+	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "/linegate/channels/c9/token") {
+		t.Fatalf("err = %v, want ErrMissing naming the token", err)
 	}
 }
