@@ -300,9 +300,9 @@ const (
 
 // LineAuth is how a LINE-calling function gets its channel access token.
 type LineAuth struct {
-	Mode          string        // LINE_TOKEN_MODE: long-lived (default), stateless or v2.1
-	AccessToken   Secret        // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (long-lived)
-	ChannelID     string        // LINE_CHANNEL_ID (stateless, v2.1)
+	Mode        string // LINE_TOKEN_MODE: long-lived (default), stateless or v2.1
+	AccessToken Secret // LINE_CHANNEL_ACCESS_TOKEN_PARAM / LINE_CHANNEL_ACCESS_TOKEN (long-lived)
+	ChannelID   string // LINE_CHANNEL_ID (stateless, v2.1)
 	// ChannelIDFrom is where a named channel's ID is read (its SSM
 	// parameter, Channel.Auth) when ChannelID is "".
 	ChannelIDFrom Secret
