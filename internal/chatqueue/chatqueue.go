@@ -30,6 +30,7 @@ import (
 	"github.com/linegate/linegate/internal/awserr"
 	"github.com/linegate/linegate/internal/backoff"
 	"github.com/linegate/linegate/internal/batch"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/telemetry"
 )
 
@@ -360,6 +361,26 @@ func GroupID(chat string) string {
 		return chat
 	}
 	return hashID([]byte(chat))
+}
+
+// ChannelGroupID is the MessageGroupId of a chat of a channel: GroupID of
+// the chat for the default channel (a stack with one channel keeps its
+// groups), GroupID of the chat scoped to the channel (channel.Scope) for a
+// named one, so two channels' events of one user ID (one provider's user
+// IDs are the same in all its channels) are two chats, each in order.
+func ChannelGroupID(ch, chat string) string { return GroupID(channel.Scope(ch, chat)) }
+
+// ChannelDedupID is the MessageDeduplicationId of an event of a channel:
+// DedupID for the default channel, and for a named one the hash of the
+// channel and that id, so that the same webhookEventId (or, for an event
+// without one, the same bytes) on two channels is never dropped as a
+// duplicate.
+func ChannelDedupID(ch, webhookEventID string, rawEvent []byte) string {
+	id := DedupID(webhookEventID, rawEvent)
+	if ch == channel.Default {
+		return id
+	}
+	return hashID([]byte(channel.Scope(ch, id)))
 }
 
 // DedupID is the MessageDeduplicationId of an event: its webhookEventId

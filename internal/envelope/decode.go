@@ -43,8 +43,8 @@ func DecodeRecord(body string, r EventReader) (Detail, error) {
 // wins.
 var (
 	eventKeys = jsonscan.NewKeys("version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail")
-	// The Detail's, in the order of its fields.
-	detailKeys = jsonscan.NewKeys("destination", "receivedAt", "chat", "event")
+	// The Detail's, in the order of its fields (channel, added later, last).
+	detailKeys = jsonscan.NewKeys("destination", "receivedAt", "chat", "event", "channel")
 )
 
 // Indexes into eventKeys: the others are strings.
@@ -61,6 +61,7 @@ const (
 	keyReceivedAt
 	keyChat
 	keyEvent
+	keyChannel
 )
 
 // decoder is one pass over a record body.
@@ -212,7 +213,7 @@ func (d *decoder) readDetail(r EventReader) {
 	}
 	start := d.s.Pos()
 	d.s.Object()
-	strs := [...]*string{keyDestination: &d.env.Destination, keyChat: &d.env.Chat}
+	strs := [...]*string{keyDestination: &d.env.Destination, keyChat: &d.env.Chat, keyChannel: &d.env.Channel}
 	for {
 		i, _, ok := d.s.Member(detailKeys)
 		switch {

@@ -102,6 +102,9 @@ func TestDecodeMatchesReference(t *testing.T) {
 func FuzzDecodeMatchesReference(f *testing.F) {
 	f.Add([]byte(`{"detail":{"destination":"U1","receivedAt":"2026-11-29T08:00:00Z","event":{"type":"follow"}}}`))
 	f.Add([]byte(`{"Detail":{"eVent":{},"chat":"c","CHAT":"d"},"id":"x","ID":null}`))
+	f.Add([]byte(`{"detail":{"destination":"U1","channel":"b","Channel":"c","event":{}}}`))
+	f.Add([]byte(`{"detail":{"channel":null,"event":{}}}`))
+	f.Add([]byte(`{"detail":{"channel":7,"event":{}}}`))
 	f.Add([]byte(`{"detail":{"event":{}},"time":"2026-01-02T03:04:05+09:00","resources":["r"]}`))
 	f.Add([]byte(`{"detail":[]}`))
 	f.Add([]byte(``))

@@ -23,9 +23,13 @@ import (
 // struct, which would add fields and drop unknown ones. Chat is the chat the
 // event belongs to (the group, the room, else the user: bot.Source.ChatID's
 // rule), empty for events without one (activated, botSuspended, ...): the
-// bus's rules route on whether it is there.
+// bus's rules route on whether it is there. Channel is the named channel
+// (official account) whose webhook received the event, empty for the
+// default channel: a stack with one channel writes the Details it always
+// wrote, and a rule can match a channel by name.
 type Detail struct {
 	Destination string          `json:"destination"`
+	Channel     string          `json:"channel,omitempty"`
 	ReceivedAt  time.Time       `json:"receivedAt"`
 	Chat        string          `json:"chat,omitempty"`
 	Event       json.RawMessage `json:"event"`
@@ -52,10 +56,11 @@ var ErrMalformed = errors.New("malformed envelope")
 
 // AppendDetail appends the JSON of a Detail to b, written by hand so the
 // event's bytes are copied verbatim:
-// {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}. event must be
-// a JSON object; receivedAt is written in UTC with RFC 3339 nanoseconds.
-func AppendDetail(b []byte, destination, chat string, receivedAt time.Time, event []byte) []byte {
-	w := NewWriter(destination, receivedAt, Head{})
+// {"destination":…[,"channel":…],"receivedAt":…[,"chat":…],"event":<event>}
+// (no channel for the default channel, ""). event must be a JSON object;
+// receivedAt is written in UTC with RFC 3339 nanoseconds.
+func AppendDetail(b []byte, destination, channel, chat string, receivedAt time.Time, event []byte) []byte {
+	w := NewWriter(destination, channel, receivedAt, Head{})
 	it := NewItem("", "", chat, event)
 	return w.AppendDetail(b, &it)
 }
@@ -83,7 +88,7 @@ type Head struct {
 // JSON they can only occur inside strings, so the event means exactly what
 // LINE sent.
 func Encode(h Head, detail []byte) []byte {
-	w := NewWriter("", h.Time, h)
+	w := NewWriter("", "", h.Time, h)
 	it := NewItem(h.ID, h.DetailType, "", nil)
 	b := make([]byte, 0, w.headLen(&it)+len(detail)+1)
 	b = w.appendHead(b, &it)
@@ -103,7 +108,7 @@ type Writer struct {
 	big        []byte    // the parts, when they do not
 }
 
-// parts is {"destination":…,"receivedAt":"…" followed by
+// parts is {"destination":…[,"channel":…],"receivedAt":"…" followed by
 // ,"source":…,"account":…,"time":"…","region":…,"resources":[],"detail":
 func (w *Writer) parts() []byte {
 	if w.big != nil {
@@ -115,13 +120,15 @@ func (w *Writer) parts() []byte {
 func (w *Writer) detailHead() []byte { return w.parts()[:w.split] }
 func (w *Writer) eventTail() []byte  { return w.parts()[w.split:w.end] }
 
-// NewWriter returns a Writer for the events of one body: destination and
-// receivedAt go in every Detail, h's Source, Account, Region and the time
+// NewWriter returns a Writer for the events of one body: destination,
+// channel (the named channel whose webhook received the body; "" for the
+// default channel, written as no key) and receivedAt go in every Detail,
+// h's Source, Account, Region and the time
 // (receivedAt when h.Time is zero) in every EventBridge event; h's ID and
 // DetailType are per event (AppendEvent's arguments).
-func NewWriter(destination string, receivedAt time.Time, h Head) Writer {
+func NewWriter(destination, channel string, receivedAt time.Time, h Head) Writer {
 	var w Writer
-	b := w.writeParts(w.inline[:0], destination, receivedAt, h)
+	b := w.writeParts(w.inline[:0], destination, channel, receivedAt, h)
 	w.end = len(b)
 	if len(b) > len(w.inline) {
 		w.big = bytes.Clone(b) // b outgrew inline; inline itself never leaves w
@@ -130,9 +137,13 @@ func NewWriter(destination string, receivedAt time.Time, h Head) Writer {
 }
 
 // writeParts appends parts() to b and sets w.split.
-func (w *Writer) writeParts(b []byte, destination string, receivedAt time.Time, h Head) []byte {
+func (w *Writer) writeParts(b []byte, destination, channel string, receivedAt time.Time, h Head) []byte {
 	b = append(b, `{"destination":`...)
 	b = appendString(b, destination)
+	if channel != "" {
+		b = append(b, `,"channel":`...)
+		b = appendString(b, channel)
+	}
 	b = append(b, `,"receivedAt":"`...)
 	stamp := len(b)
 	b = appendStamp(b, receivedAt)
@@ -253,7 +264,7 @@ func (w *Writer) DetailLen(it *Item) int {
 }
 
 // AppendDetail appends the JSON of it's Detail to b:
-// {"destination":…,"receivedAt":…[,"chat":…],"event":<event>}, the event's
+// {"destination":…[,"channel":…],"receivedAt":…[,"chat":…],"event":<event>}, the event's
 // bytes copied verbatim (the event must be a JSON object).
 func (w *Writer) AppendDetail(b []byte, it *Item) []byte {
 	b = append(b, w.detailHead()...)

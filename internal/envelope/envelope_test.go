@@ -72,17 +72,20 @@ func TestEncodeRoundTrip(t *testing.T) {
 	tests := []struct {
 		name, destination, chat, event string
 		head                           Head
+		channel                        string
 	}{
 		{"user chat", "Ubot", "U4af4980629", `{"type":"message","webhookEventId":"01A","source":{"type":"user","userId":"U4af4980629"}}`,
-			Head{ID: "01A", DetailType: "message", Source: "line.webhook", Region: "ap-northeast-1", Time: received}},
+			Head{ID: "01A", DetailType: "message", Source: "line.webhook", Region: "ap-northeast-1", Time: received}, ""},
 		{"no chat", "Ubot", "", `{"type":"activated","webhookEventId":"01B"}`,
-			Head{ID: "01B", DetailType: "activated", Source: "line.webhook", Time: received}},
+			Head{ID: "01B", DetailType: "activated", Source: "line.webhook", Time: received}, ""},
 		{"strings needing escapes", "U\"\\\x01", "C\u00e9\u3042", `{"type":"m\u00e9ssage","x":"\\\"","y":[1,{"z":null}]}`,
-			Head{ID: "id\"\n", DetailType: "t\\", Source: "s\x7f", Account: "123456789012", Time: received}},
+			Head{ID: "id\"\n", DetailType: "t\\", Source: "s\x7f", Account: "123456789012", Time: received}, ""},
+		{"named channel", "Ubot", "U4af4980629", `{"type":"message","webhookEventId":"01C","source":{"type":"user","userId":"U4af4980629"}}`,
+			Head{ID: "01C", DetailType: "message", Source: "line.webhook", Time: received}, "brand-tw"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			detail := AppendDetail(nil, tt.destination, tt.chat, received, []byte(tt.event))
+			detail := AppendDetail(nil, tt.destination, tt.channel, tt.chat, received, []byte(tt.event))
 			if !json.Valid(detail) {
 				t.Fatalf("detail is not JSON: %s", detail)
 			}
@@ -94,7 +97,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 			if string(ev.Detail) != string(detail) || string(d.Event) != tt.event {
 				t.Fatalf("detail or event bytes changed:\n%s\n%s", ev.Detail, d.Event)
 			}
-			if d.Destination != tt.destination || d.Chat != tt.chat || !d.ReceivedAt.Equal(received) {
+			if d.Destination != tt.destination || d.Chat != tt.chat || d.Channel != tt.channel || !d.ReceivedAt.Equal(received) {
 				t.Fatalf("decoded %+v", d)
 			}
 			if ev.ID != tt.head.ID || ev.DetailType != tt.head.DetailType || ev.Source != tt.head.Source ||
@@ -104,6 +107,13 @@ func TestEncodeRoundTrip(t *testing.T) {
 			if tt.chat == "" && strings.Contains(string(detail), `"chat"`) {
 				t.Fatalf("an event without a chat has a chat field: %s", detail)
 			}
+			if tt.channel == "" && strings.Contains(string(detail), `"channel"`) {
+				t.Fatalf("an event of the default channel has a channel field: %s", detail)
+			}
+			var ref Detail
+			if err := json.Unmarshal(detail, &ref); err != nil || ref.Channel != tt.channel || ref.Chat != tt.chat {
+				t.Fatalf("encoding/json reads the detail as %+v (%v)", ref, err)
+			}
 		})
 	}
 }
@@ -112,7 +122,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 // text decodes the same and the body is one SQS accepts.
 func TestEncodeEscapesNoncharacters(t *testing.T) {
 	event := "{\"type\":\"message\",\"text\":\"a\uFFFEb\uFFFFc\"}"
-	body := Encode(Head{ID: "e"}, AppendDetail(nil, "\uFFFF", "", time.Unix(0, 0), []byte(event)))
+	body := Encode(Head{ID: "e"}, AppendDetail(nil, "\uFFFF", "", "", time.Unix(0, 0), []byte(event)))
 	if strings.ContainsRune(string(body), 0xFFFE) || strings.ContainsRune(string(body), 0xFFFF) {
 		t.Fatalf("raw noncharacters left in %q", body)
 	}
@@ -140,7 +150,7 @@ func FuzzEncode(f *testing.F) {
 		if !json.Valid(event) || len(event) == 0 || event[0] != '{' {
 			return
 		}
-		body := Encode(Head{ID: id, DetailType: typ, Source: "line.webhook"}, AppendDetail(nil, dest, chat, time.Unix(1, 0), event))
+		body := Encode(Head{ID: id, DetailType: typ, Source: "line.webhook"}, AppendDetail(nil, dest, "", chat, time.Unix(1, 0), event))
 		if !json.Valid(body) {
 			t.Fatalf("body is not JSON: %q", body)
 		}
@@ -174,15 +184,15 @@ func clean(s string) string {
 // exactly what AppendDetail and Encode write, of exactly the lengths it
 // announces, and the Detail it returns is the one inside the event.
 func FuzzWriter(f *testing.F) {
-	f.Add("01A", "message", "Ubot", "U1", "line.webhook", "us-east-1", []byte(`{"type":"message"}`), int64(1764403200123456789))
-	f.Add("", "", "", "", "", "", []byte(`{}`), int64(0))
-	f.Add("\"\\\x00\xff", "\uFFFE", "\u2028", "C\uFFFF", strings.Repeat("s", 300), "r", []byte("{\"t\":\"\uFFFF\\\"\"}"), int64(-62135596800000000))
-	f.Fuzz(func(t *testing.T, id, typ, dest, chat, source, region string, event []byte, nanos int64) {
+	f.Add("01A", "message", "Ubot", "U1", "line.webhook", "us-east-1", []byte(`{"type":"message"}`), int64(1764403200123456789), "")
+	f.Add("", "", "", "", "", "", []byte(`{}`), int64(0), "b")
+	f.Add("\"\\\x00\xff", "\uFFFE", "\u2028", "C\uFFFF", strings.Repeat("s", 300), "r", []byte("{\"t\":\"\uFFFF\\\"\"}"), int64(-62135596800000000), "brand-tw")
+	f.Fuzz(func(t *testing.T, id, typ, dest, chat, source, region string, event []byte, nanos int64, channel string) {
 		at := time.Unix(0, nanos)
-		w := NewWriter(dest, at, Head{Source: source, Region: region})
+		w := NewWriter(dest, channel, at, Head{Source: source, Region: region})
 		it := NewItem(id, typ, chat, event)
 		detail := w.AppendDetail([]byte("x"), &it)[1:]
-		if want := AppendDetail(nil, dest, chat, at, event); string(detail) != string(want) {
+		if want := AppendDetail(nil, dest, channel, chat, at, event); string(detail) != string(want) {
 			t.Fatalf("Writer's detail %q, AppendDetail's %q", detail, want)
 		}
 		if n := w.DetailLen(&it); n != len(detail) {

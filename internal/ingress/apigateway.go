@@ -15,7 +15,9 @@ import (
 // webhook Lambda receives. A base64-encoded body (isBase64Encoded) is decoded
 // before the signature is checked, since LINE signed the raw bytes. It never
 // returns an error: every outcome is an HTTP response, so API Gateway does not
-// turn a rejected request into a 502.
+// turn a rejected request into a 502. The route's {channel} path parameter
+// (POST /webhook/{channel}) names the channel; without one (POST /webhook)
+// the request is the default channel's.
 func (h *Handler) APIGateway(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
@@ -33,9 +35,13 @@ func (h *Handler) APIGateway(ctx context.Context, req events.APIGatewayProxyRequ
 	if !ok {
 		sig = ""
 	}
-	resp, err := h.Handle(ctx, strings.ToUpper(req.HTTPMethod), sig, body)
+	resp, err := h.HandleChannel(ctx, req.PathParameters[PathParameter], strings.ToUpper(req.HTTPMethod), sig, body)
 	return proxyResponse(resp, err), nil
 }
+
+// PathParameter is the name of the webhook route's path parameter that
+// names a channel: POST /webhook/{channel}.
+const PathParameter = "channel"
 
 // header finds a header case-insensitively. API Gateway puts every value of
 // a header in MultiValueHeaders and only the last one in Headers, so the

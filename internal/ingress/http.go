@@ -11,7 +11,9 @@ import (
 // ServeHTTP adapts Handle to net/http, for `linegate local` and any plain HTTP
 // deployment. The body is read up to the limit plus one byte, so an oversized
 // request is refused without buffering it whole. Two x-line-signature headers
-// are treated as no valid signature.
+// are treated as no valid signature. Served under a pattern with a
+// {channel} wildcard (POST /webhook/{channel}), the request is that
+// channel's; otherwise the default channel's.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	if r.Method == http.MethodPost {
@@ -26,7 +28,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Values(signature.Header); len(v) == 1 {
 		sig = v[0]
 	}
-	resp, err := h.Handle(r.Context(), r.Method, sig, body)
+	resp, err := h.HandleChannel(r.Context(), r.PathValue(PathParameter), r.Method, sig, body)
 	if errors.Is(err, ErrMethod) {
 		w.Header().Set("Allow", http.MethodPost)
 	}

@@ -3,9 +3,15 @@
 // event that has a chat to the chat queue (in body order, at the same time),
 // and answers in milliseconds. It knows nothing of Lambda: adapters for API
 // Gateway proxy events and net/http sit on top of Handle.
+//
+// One Handler serves every channel (official account) of the stack: the
+// default one at /webhook, each named one at /webhook/NAME (WithChannel).
+// The path picks the channel, whose own secrets and bot user ID check the
+// body; the channel's name then travels with every event.
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/chatqueue"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/eventbus"
@@ -47,6 +54,8 @@ var (
 	ErrBody      = errors.New("invalid body")
 	ErrPublish   = errors.New("events not handed off")
 	ErrBot       = errors.New("unexpected destination")
+	// ErrChannel: the path names a channel the webhook does not serve (404).
+	ErrChannel = errors.New("unknown channel")
 )
 
 // Metric names the handler records through WithMetrics (docs/metrics.md lists
@@ -90,12 +99,14 @@ type Handler struct {
 	queue        queuer
 	source       string
 	region       string
-	secrets      [][]byte
-	keys         atomic.Pointer[keyring] // what signatures are checked against; swapped by a re-read
-	refresh      *refresher              // nil: the secrets are never re-read
+	secrets      [][]byte   // the default channel's, from WithSecrets
+	refresh      *refresher // the default channel's re-read (WithSecretRefresh); nil: never
+	botUserID    string     // the default channel's (WithBotUserID)
+	def          *webhookChannel
+	named        map[string]*webhookChannel // by name (WithChannel)
+	namedOpts    []Channel
 	maxBody      int64
 	maxEvents    int
-	botUserID    string
 	now          func() time.Time
 	traceHeader  func(ctx context.Context) string
 	log          *slog.Logger
@@ -119,6 +130,57 @@ func WithSecrets(secrets ...string) Option {
 	}
 }
 
+// Channel is a named channel's webhook (WithChannel): what its bodies are
+// checked against.
+type Channel struct {
+	// Name is the channel's name (channel.Valid), the last element of its
+	// webhook's path: /webhook/NAME.
+	Name string
+	// Secrets are the channel secrets its bodies may be signed with: the
+	// current one first, then the previous one during a rotation; empty
+	// ones are ignored, at least one is required.
+	Secrets []string
+	// BotUserID, when set, refuses (401) a body whose destination is not
+	// this channel's bot.
+	BotUserID string
+	// Reread, when set, re-reads Secrets after a well-formed signature
+	// that does not verify, at most once per Cooldown
+	// (DefaultRefreshCooldown when not positive), as WithSecretRefresh
+	// does for the default channel.
+	Reread   func(ctx context.Context) ([]string, error)
+	Cooldown time.Duration
+}
+
+// WithChannel serves a named channel beside the default one: its bodies
+// (HandleChannel with its name; /webhook/NAME through the adapters) are
+// checked against its own secrets and bot user ID only, so a body signed
+// for one channel is refused on another's path; its events travel with
+// its name (envelope.Detail.Channel) and its chats are its own message
+// groups (chatqueue.ChannelGroupID).
+func WithChannel(c Channel) Option { return func(h *Handler) { h.namedOpts = append(h.namedOpts, c) } }
+
+// webhookChannel is what one channel's requests are checked against.
+type webhookChannel struct {
+	name      string                  // "" for the default channel
+	keys      atomic.Pointer[keyring] // what signatures are checked against; swapped by a re-read
+	refresh   *refresher              // nil: the secrets are never re-read
+	botUserID string
+}
+
+// logAttrs name a named channel in log lines (nothing for the default).
+func (c *webhookChannel) logAttrs() []any {
+	if c.name == channel.Default {
+		return nil
+	}
+	return []any{"channel", c.name}
+}
+
+func newWebhookChannel(name string, secrets [][]byte, refresh *refresher, botUserID string) *webhookChannel {
+	c := &webhookChannel{name: name, refresh: refresh, botUserID: botUserID}
+	c.keys.Store(&keyring{verifier: signature.NewVerifier(secrets...), secrets: secrets})
+	return c
+}
+
 // WithMaxBodyBytes sets the body limit; larger requests get 413.
 func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
 
@@ -135,9 +197,10 @@ func WithSource(s string) Option { return func(h *Handler) { h.source = s } }
 // WithRegion names the region in the chat queue messages' envelope.
 func WithRegion(r string) Option { return func(h *Handler) { h.region = r } }
 
-// WithBotUserID rejects (401) bodies whose destination is not this bot's user
-// ID, for deployments where the webhook URL might leak along with a secret of
-// another channel. Empty disables the check.
+// WithBotUserID rejects (401) bodies for the default channel whose
+// destination is not this bot's user ID, for deployments where the webhook
+// URL might leak along with a secret of another channel. Empty disables the
+// check. (A named channel's is Channel.BotUserID.)
 func WithBotUserID(id string) Option { return func(h *Handler) { h.botUserID = id } }
 
 // WithClock sets the clock stamping receivedAt (tests).
@@ -176,10 +239,31 @@ func New(pub publisher, opts ...Option) (*Handler, error) {
 	if h.maxBody <= 0 {
 		return nil, fmt.Errorf("ingress: body limit must be positive, got %d", h.maxBody)
 	}
-	h.keys.Store(&keyring{verifier: signature.NewVerifier(h.secrets...), secrets: h.secrets})
 	if h.refresh != nil && h.refresh.read == nil {
 		return nil, errors.New("ingress: WithSecretRefresh needs a read function")
 	}
+	h.def = newWebhookChannel(channel.Default, h.secrets, h.refresh, h.botUserID)
+	for _, c := range h.namedOpts {
+		if err := channel.Valid(c.Name); err != nil {
+			return nil, fmt.Errorf("ingress: %w", err)
+		}
+		if _, dup := h.named[c.Name]; dup {
+			return nil, fmt.Errorf("ingress: channel %q given twice", c.Name)
+		}
+		secrets := nonEmpty(c.Secrets)
+		if len(secrets) == 0 {
+			return nil, fmt.Errorf("ingress: channel %q has no secret", c.Name)
+		}
+		var r *refresher
+		if c.Reread != nil {
+			r = &refresher{read: c.Reread, cooldown: cmp.Or(max(c.Cooldown, 0), DefaultRefreshCooldown)}
+		}
+		if h.named == nil {
+			h.named = map[string]*webhookChannel{}
+		}
+		h.named[c.Name] = newWebhookChannel(c.Name, secrets, r, c.BotUserID)
+	}
+	h.namedOpts = nil
 	return h, nil
 }
 
@@ -195,6 +279,7 @@ var (
 	bodyTooLarge  = []byte(`{"error":"body too large"}`)
 	bodySignature = []byte(`{"error":"invalid signature"}`)
 	bodyBot       = []byte(`{"error":"unexpected destination"}`)
+	bodyChannel   = []byte(`{"error":"unknown channel"}`)
 	bodyInvalid   = []byte(`{"error":"invalid body"}`)
 	bodyEventSize = []byte(`{"error":"event too large"}`)
 	bodyPublish   = []byte(`{"error":"events not handed off, retry"}`)
@@ -203,6 +288,7 @@ var (
 // Handle runs the webhook contract for one request and returns the response
 // plus, for rejected requests, an error wrapping the sentinel that explains it:
 //
+//	404 the channel is not one the webhook serves (HandleChannel);
 //	405 not POST; 413 body over the limit; 401 signature missing or wrong
 //	(nothing parsed, nothing published; with WithSecretRefresh a well-formed
 //	signature that does not verify first re-reads the secrets, at most once
@@ -214,13 +300,40 @@ var (
 //	take every event; 200 otherwise, also for LINE's verify request with no
 //	events.
 func (h *Handler) Handle(ctx context.Context, method, sig string, body []byte) (Response, error) {
+	return h.HandleChannel(ctx, channel.Default, method, sig, body)
+}
+
+// HandleChannel is Handle for the channel named ch (channel.Default: the
+// default channel, as Handle): the body is checked against that channel's
+// secrets and bot user ID only, and its events carry the channel's name.
+// A channel the webhook does not serve (WithChannel) is answered 404 and
+// nothing is read.
+func (h *Handler) HandleChannel(ctx context.Context, ch, method, sig string, body []byte) (Response, error) {
 	start := h.now()
-	resp, err := h.handle(ctx, start, method, sig, body)
+	resp, err := h.handle(ctx, start, ch, method, sig, body)
 	h.metrics.Duration(MetricAckLatency, h.now().Sub(start))
 	return resp, err
 }
 
-func (h *Handler) handle(ctx context.Context, start time.Time, method, sig string, body []byte) (Response, error) {
+// channel is the webhook of the channel named ch; nil when none.
+func (h *Handler) channel(ch string) *webhookChannel {
+	if ch == channel.Default {
+		return h.def
+	}
+	return h.named[ch]
+}
+
+func (h *Handler) handle(ctx context.Context, start time.Time, ch, method, sig string, body []byte) (Response, error) {
+	c := h.channel(ch)
+	if c == nil {
+		h.metrics.Count(MetricRequestsRejected, 1)
+		name := "(not a channel name)"
+		if channel.Valid(ch) == nil {
+			name = ch
+		}
+		h.log.WarnContext(ctx, "webhook rejected", "reason", "unknown channel", "channel", name)
+		return Response{404, bodyChannel}, fmt.Errorf("%w: %s", ErrChannel, name)
+	}
 	if method != "POST" {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{405, bodyMethod}, ErrMethod
@@ -229,9 +342,9 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.metrics.Count(MetricRequestsRejected, 1)
 		return Response{413, bodyTooLarge}, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(body))
 	}
-	if !h.verify(ctx, body, sig) {
+	if !h.verify(ctx, c, body, sig) {
 		h.metrics.Count(MetricSignaturesRejected, 1)
-		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
+		h.log.WarnContext(ctx, "webhook rejected", append(c.logAttrs(), "reason", "invalid signature", "bytes", len(body))...)
 		return Response{401, bodySignature}, ErrSignature
 	}
 	sc := scratchPool.Get().(*scratch)
@@ -242,16 +355,16 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{400, bodyInvalid}, err
 	}
-	if h.botUserID != "" && b.destination != h.botUserID {
+	if c.botUserID != "" && b.destination != c.botUserID {
 		h.metrics.Count(MetricRequestsRejected, 1)
-		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
+		h.log.WarnContext(ctx, "webhook rejected", append(c.logAttrs(), "reason", "destination is not this bot")...)
 		return Response{401, bodyBot}, ErrBot
 	}
 	sc.events = b.events
 	if len(b.events) == 0 {
 		return Response{200, okBody(0)}, nil
 	}
-	if err := h.handOffs(ctx, b, start, sc); err != nil {
+	if err := h.handOffs(ctx, c.name, b, start, sc); err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{413, bodyEventSize}, err
@@ -359,14 +472,14 @@ func appendOK(b []byte, n int) []byte {
 // Every size is known before anything is written, so all the Details and
 // message bodies go into one buffer; a chat event's Detail is written once,
 // inside its message body, and the bus entry shares it.
-func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc *scratch) error {
-	w := envelope.NewWriter(b.destination, receivedAt, envelope.Head{Source: h.source, Region: h.region})
+func (h *Handler) handOffs(ctx context.Context, ch string, b body, receivedAt time.Time, sc *scratch) error {
+	w := envelope.NewWriter(b.destination, ch, receivedAt, envelope.Head{Source: h.source, Region: h.region})
 	size, queued := 0, 0
 	for i := range b.events {
 		ev := &b.events[i]
 		queue := ev.chat != "" && h.queue != nil
 		if queue {
-			ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
+			ev.dedup = chatqueue.ChannelDedupID(ch, ev.webhookEventID, ev.raw)
 		}
 		ev.item = envelope.NewItem(ev.dedup, ev.typ, ev.chat, ev.raw)
 		detail := w.DetailLen(&ev.item)
@@ -409,7 +522,7 @@ func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc
 		var detail []byte
 		buf, detail = w.AppendEvent(buf, &ev.item)
 		entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID})
-		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.GroupID(ev.chat),
+		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.ChannelGroupID(ch, ev.chat),
 			DedupID: ev.dedup, TraceHeader: trace, EventID: ev.webhookEventID}
 		if len(m.Body) > chatqueue.MaxMessageBytes { // escaped noncharacters made it longer
 			sc.entries, sc.msgs = entries, msgs

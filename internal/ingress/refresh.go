@@ -66,29 +66,32 @@ func WithSecretRefresh(read func(ctx context.Context) ([]string, error), cooldow
 	}
 }
 
-// verify checks sig against the current secrets and, when it does not
-// verify but is well formed, against what a re-read finds.
-func (h *Handler) verify(ctx context.Context, body []byte, sig string) bool {
-	k := h.keys.Load()
+// verify checks sig against the channel's current secrets and, when it
+// does not verify but is well formed, against what a re-read of them
+// finds. A body signed with another channel's secret never verifies: each
+// channel is checked against its own secrets only.
+func (h *Handler) verify(ctx context.Context, c *webhookChannel, body []byte, sig string) bool {
+	k := c.keys.Load()
 	if k.verifier.Verify(body, sig) {
 		return true
 	}
-	if h.refresh == nil || !signature.WellFormed(sig) {
+	if c.refresh == nil || !signature.WellFormed(sig) {
 		return false
 	}
-	if !h.reread(ctx, k.gen) {
+	if !h.reread(ctx, c, k.gen) {
 		return false
 	}
-	return h.keys.Load().verifier.Verify(body, sig)
+	return c.keys.Load().verifier.Verify(body, sig)
 }
 
-// reread brings the secrets up to date for a request that failed against
-// generation seen, and reports whether there is anything new to check
-// against: a read ended since, or this call's own read found new secrets.
-func (h *Handler) reread(ctx context.Context, seen uint64) bool {
-	r := h.refresh
+// reread brings the channel's secrets up to date for a request that failed
+// against generation seen, and reports whether there is anything new to
+// check against: a read ended since, or this call's own read found new
+// secrets.
+func (h *Handler) reread(ctx context.Context, c *webhookChannel, seen uint64) bool {
+	r := c.refresh
 	r.mu.Lock()
-	if h.keys.Load().gen != seen { // another request's read changed them meanwhile
+	if c.keys.Load().gen != seen { // another request's read changed them meanwhile
 		r.mu.Unlock()
 		return true
 	}
@@ -99,9 +102,9 @@ func (h *Handler) reread(ctx context.Context, seen uint64) bool {
 		case <-ctx.Done():
 			return false
 		}
-		return h.keys.Load().gen != seen
+		return c.keys.Load().gen != seen
 	}
-	now := h.clock()
+	now := r.clock()
 	if !r.last.IsZero() && now.Sub(r.last) < r.cooldown {
 		r.mu.Unlock()
 		return false
@@ -111,7 +114,7 @@ func (h *Handler) reread(ctx context.Context, seen uint64) bool {
 	r.running = running
 	r.mu.Unlock()
 
-	changed := h.readSecrets(ctx)
+	changed := h.readSecrets(ctx, c)
 
 	r.mu.Lock()
 	r.running = nil
@@ -120,36 +123,36 @@ func (h *Handler) reread(ctx context.Context, seen uint64) bool {
 	return changed
 }
 
-// readSecrets makes one read and installs what it found when it differs
-// from the secrets held; it reports whether it did.
-func (h *Handler) readSecrets(ctx context.Context) bool {
+// readSecrets makes one read of the channel's secrets and installs what it
+// found when it differs from the secrets held; it reports whether it did.
+func (h *Handler) readSecrets(ctx context.Context, c *webhookChannel) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
 	defer cancel()
 	h.metrics.Count(MetricSecretRereads, 1)
-	vals, err := h.refresh.read(ctx)
+	vals, err := c.refresh.read(ctx)
 	if err == nil && len(nonEmpty(vals)) == 0 {
 		err = errors.New("the re-read returned no secret")
 	}
 	if err != nil {
 		// The error may name a parameter, never a value (secrets.Resolve).
-		h.log.WarnContext(ctx, "channel secret re-read failed; keeping the secrets held", "error", err.Error())
+		h.log.WarnContext(ctx, "channel secret re-read failed; keeping the secrets held", append(c.logAttrs(), "error", err.Error())...)
 		return false
 	}
-	old := h.keys.Load()
+	old := c.keys.Load()
 	fresh := nonEmpty(vals)
 	if slices.EqualFunc(fresh, old.secrets, func(a, b []byte) bool { return string(a) == string(b) }) {
-		h.log.InfoContext(ctx, "channel secret re-read after a signature mismatch: unchanged")
+		h.log.InfoContext(ctx, "channel secret re-read after a signature mismatch: unchanged", c.logAttrs()...)
 		return false
 	}
-	h.keys.Store(&keyring{verifier: signature.NewVerifier(fresh...), secrets: fresh, gen: old.gen + 1})
+	c.keys.Store(&keyring{verifier: signature.NewVerifier(fresh...), secrets: fresh, gen: old.gen + 1})
 	h.metrics.Count(MetricSecretRotations, 1)
-	h.log.InfoContext(ctx, "channel secret re-read after a signature mismatch: new secrets in use", "secrets", len(fresh))
+	h.log.InfoContext(ctx, "channel secret re-read after a signature mismatch: new secrets in use", append(c.logAttrs(), "secrets", len(fresh))...)
 	return true
 }
 
-func (h *Handler) clock() time.Time {
-	if h.refresh.now != nil {
-		return h.refresh.now()
+func (r *refresher) clock() time.Time {
+	if r.now != nil {
+		return r.now()
 	}
 	return time.Now()
 }

@@ -33,8 +33,9 @@ var ErrReplay = errors.New("not a replayed chat event")
 type replayed struct {
 	ReplayName string `json:"replay-name"`
 	Detail     struct {
-		Chat  string          `json:"chat"`
-		Event json.RawMessage `json:"event"`
+		Channel string          `json:"channel"`
+		Chat    string          `json:"chat"`
+		Event   json.RawMessage `json:"event"`
 	} `json:"detail"`
 }
 
@@ -120,8 +121,8 @@ func replayMessage(r events.SQSMessage) (chatqueue.Message, error) {
 	}
 	return chatqueue.Message{
 		Body:    []byte(r.Body),
-		Group:   chatqueue.GroupID(e.Detail.Chat),
-		DedupID: replayDedupID(e.ReplayName, chatqueue.DedupID(head.WebhookEventID, e.Detail.Event)),
+		Group:   chatqueue.ChannelGroupID(e.Detail.Channel, e.Detail.Chat),
+		DedupID: replayDedupID(e.ReplayName, chatqueue.ChannelDedupID(e.Detail.Channel, head.WebhookEventID, e.Detail.Event)),
 		EventID: head.WebhookEventID,
 	}, nil
 }

@@ -148,7 +148,7 @@ func (r *Runtime) replay(ctx context.Context, id string) ([]string, error) {
 	}
 	now := time.Now()
 	name := fmt.Sprintf("console-%d", now.UnixMilli())
-	detail := envelope.AppendDetail(nil, a.Destination, a.Chat, a.ReceivedAt, a.Event)
+	detail := envelope.AppendDetail(nil, a.Destination, "", a.Chat, a.ReceivedAt, a.Event)
 	body := envelope.Encode(envelope.Head{ID: uuid.NewString(), DetailType: a.Type, Source: source, Account: r.top.AccountID,
 		Region: r.top.Region, Time: now}, detail)
 	// EventBridge adds "replay-name" to every event a replay sends.
