@@ -61,6 +61,7 @@ const maxCall = 4 << 20
 type call struct {
 	Event       json.RawMessage `json:"event"`
 	Destination string          `json:"destination"`
+	Channel     string          `json:"channel,omitempty"`
 	ReceivedAt  time.Time       `json:"receivedAt"`
 	ID          string          `json:"id,omitempty"`
 	Messenger   bool            `json:"messenger,omitempty"`
@@ -140,6 +141,7 @@ func dispatch(ctx context.Context, router *bot.Router, p remote, c call) (a answ
 	if err != nil {
 		return answer{Error: encodeError(err)}
 	}
+	ev.Channel = c.Channel
 	if p.client != nil {
 		if c.Messenger {
 			ev.Bind(remoteMessenger{p})
@@ -297,7 +299,7 @@ func (cl *Client) Forward(ctx context.Context, e *bot.Event) error {
 var errChildDied = errors.New("botproc: the bot process failed during the dispatch (did it exit?)")
 
 func (cl *Client) forward(ctx context.Context, e *bot.Event) error {
-	c := call{Event: e.Raw, Destination: e.Destination, ReceivedAt: e.ReceivedAt}
+	c := call{Event: e.Raw, Destination: e.Destination, Channel: e.Channel, ReceivedAt: e.ReceivedAt}
 	if b, ok := worker.BoundOf(ctx); ok {
 		c.ID = strconv.FormatUint(cl.seq.Add(1), 10)
 		c.Messenger, c.Steps, c.Sessions = b.Messenger != nil, b.Steps != nil, b.Sessions != nil

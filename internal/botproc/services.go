@@ -66,6 +66,7 @@ type target struct {
 	To             string    `json:"to,omitempty"`
 	WebhookEventID string    `json:"webhookEventId,omitempty"`
 	Index          int       `json:"index"`
+	Channel        string    `json:"channel,omitempty"`
 }
 
 // reply is the answer to a call back.
@@ -132,7 +133,7 @@ func (f *inFlight) serve(ctx context.Context, op string, req request) reply {
 			break
 		}
 		t := lineapi.Target{ReplyToken: req.Target.ReplyToken, EventTime: req.Target.EventTime, To: req.Target.To,
-			WebhookEventID: req.Target.WebhookEventID, Index: req.Target.Index}
+			WebhookEventID: req.Target.WebhookEventID, Index: req.Target.Index, Channel: req.Target.Channel}
 		rep.Via, err = b.Messenger.Send(ctx, t, rawMessages(req.Messages)...)
 	case opPush:
 		err = b.Messenger.Push(ctx, req.To, req.RetryKey, rawMessages(req.Messages)...)
@@ -243,7 +244,7 @@ func (m remoteMessenger) Send(ctx context.Context, t lineapi.Target, msgs ...mes
 		return "", err
 	}
 	rep, err := m.p.do(ctx, opSend, request{Messages: raws, Target: &target{ReplyToken: t.ReplyToken, EventTime: t.EventTime,
-		To: t.To, WebhookEventID: t.WebhookEventID, Index: t.Index}})
+		To: t.To, WebhookEventID: t.WebhookEventID, Index: t.Index, Channel: t.Channel}})
 	return rep.Via, err
 }
 

@@ -179,7 +179,7 @@ func (w holding) Send(ctx context.Context, t lineapi.Target, msgs ...messaging_a
 	}
 	key := ""
 	if t.WebhookEventID != "" {
-		key = lineapi.RetryKey(t.WebhookEventID, t.Index)
+		key = lineapi.ChannelRetryKey(t.Channel, t.WebhookEventID, t.Index)
 	}
 	if herr := w.h.Hold(ctx, telemetry.EventID(ctx), t.To, key, msgs); herr != nil {
 		return via, errors.Join(err, herr)

@@ -47,7 +47,8 @@ func FuzzKey(f *testing.F) {
 			t.Fatal("Key is not deterministic")
 		}
 		for _, stored := range []string{idempotency.StorageKey(k), idempotency.StorageKey(idempotency.StepKey(k, "s")), idempotency.StorageKey(idempotency.CrashKey(k)),
-			idempotency.StorageKey(idempotency.EditKey(id, k)), idempotency.StorageKey(idempotency.DebounceKey(id, k))} {
+			idempotency.StorageKey(idempotency.EditKey("", id, k)), idempotency.StorageKey(idempotency.DebounceKey("", id, k)),
+			idempotency.StorageKey(idempotency.EventKey("brand-tw", id, raw)), idempotency.StorageKey(idempotency.SessionKey("b", id))} {
 			if len(stored) > idempotency.MaxKeyBytes || stored == "" {
 				t.Fatalf("stored key of a %d-byte id is %d bytes; want 1 to %d", len(id), len(stored), idempotency.MaxKeyBytes)
 			}
@@ -106,10 +107,10 @@ func TestKeyBuildersKeepKindsApart(t *testing.T) {
 		idempotency.Key(ev, nil),
 		idempotency.StepKey(ev, "charge"),
 		idempotency.StepKey(ev, "reply"),
-		idempotency.SessionKey("U4af4980629a0e3c1b2d5f6e7a8b9c0d1"),
+		idempotency.SessionKey("", "U4af4980629a0e3c1b2d5f6e7a8b9c0d1"),
 		idempotency.CrashKey(ev),
-		idempotency.EditKey("Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "325708"),
-		idempotency.DebounceKey("Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "text:ask"),
+		idempotency.EditKey("", "Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "325708"),
+		idempotency.DebounceKey("", "Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f", "text:ask"),
 	}
 	seen := map[string]bool{}
 	for _, k := range keys {
@@ -120,5 +121,55 @@ func TestKeyBuildersKeepKindsApart(t *testing.T) {
 	}
 	if got := idempotency.CrashKey(ev); got != "crash#"+ev {
 		t.Fatalf("CrashKey = %q; want crash#<webhookEventId> (ADR 3)", got)
+	}
+}
+
+// Every key is scoped by channel, and the default channel's are the keys a
+// stack without channels wrote (golden: an upgrade keeps its sessions,
+// completed markers, steps, edits and debounce buffers). Two channels'
+// keys of the same event or chat never meet, nor meet the default's.
+func TestKeysAreScopedByChannel(t *testing.T) {
+	const ev, user, group = "01FZ74ASS536FW97EX38NKCZQK", "U4af4980629a0e3c1b2d5f6e7a8b9c0d1", "Ca56f94637c1d5e6b2a7f4e9c0d1b2a3f"
+	raw := []byte(`{"type":"unfollow"}`)
+	kinds := func(ch string) map[string]string {
+		k := idempotency.EventKey(ch, ev, nil)
+		return map[string]string{
+			"event":       k,
+			"event no id": idempotency.EventKey(ch, "", raw),
+			"step":        idempotency.StepKey(k, "charge"),
+			"crash":       idempotency.CrashKey(k),
+			"reply":       idempotency.ReplyKey(k),
+			"session":     idempotency.SessionKey(ch, user),
+			"edit":        idempotency.EditKey(ch, group, "325708"),
+			"debounce":    idempotency.DebounceKey(ch, group, "text:ask"),
+		}
+	}
+	sum := sha256.Sum256(raw)
+	golden := map[string]string{
+		"event":       ev,
+		"event no id": "sha256:" + hex.EncodeToString(sum[:]),
+		"step":        "step#" + ev + "#charge",
+		"crash":       "crash#" + ev,
+		"reply":       "reply#" + ev,
+		"session":     "session#" + user,
+		"edit":        "edit#" + group + "#325708",
+		"debounce":    "debounce#" + group + "#text:ask",
+	}
+	for kind, k := range kinds("") {
+		if k != golden[kind] {
+			t.Errorf("default channel %s key %q, want %q (what a stack without channels wrote)", kind, k, golden[kind])
+		}
+	}
+	seen := map[string]string{}
+	for _, ch := range []string{"", "b", "brand-tw", "b2"} {
+		for kind, k := range kinds(ch) {
+			if prev, dup := seen[k]; dup {
+				t.Errorf("channel %q %s key %q is also %s's", ch, kind, k, prev)
+			}
+			seen[k] = ch + " " + kind
+		}
+	}
+	if got := idempotency.SessionKey("b", user); got != "session#ch:b/"+user {
+		t.Errorf("channel b's session key %q", got)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/keepalive"
 	"github.com/linegate/linegate/internal/telemetry"
 )
@@ -94,6 +95,9 @@ type Target struct {
 	// Index numbers the sends made for one event (0, 1, ...), so each gets its
 	// own retry key.
 	Index int
+	// Channel is the event's channel ("" for the default one), which
+	// scopes the retry key (ChannelRetryKey).
+	Channel string
 	// Ledger, when set, records the reply's attempt durably before it is
 	// made, so that a retry of the event (after a crash, a timeout, or a
 	// failure after the reply) never pushes an answer a reply may already
@@ -254,9 +258,18 @@ var retryKeyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.c
 // RetryKey returns the X-Line-Retry-Key for the index-th push made for a
 // webhook event: a name-based (SHA-1) UUID, so the same event and index give
 // the same key on every retry and redelivery, and different ones differ.
+// An event of a named channel is named by its scoped id
+// (channel.Scope(channel, webhookEventID): ChannelRetryKey).
 func RetryKey(webhookEventID string, index int) string {
 	name := webhookEventID + "\x00" + strconv.Itoa(index)
 	return uuid.NewSHA1(retryKeyNamespace, []byte(name)).String()
+}
+
+// ChannelRetryKey is RetryKey for an event of channel ch: the default
+// channel's keys are RetryKey's, a named channel's are apart from every
+// other channel's.
+func ChannelRetryKey(ch, webhookEventID string, index int) string {
+	return RetryKey(channel.Scope(ch, webhookEventID), index)
 }
 
 // Reply sends msgs (1 to 5) with a reply token. A token LINE rejects gives an
@@ -276,7 +289,8 @@ func (c *Client) Push(ctx context.Context, to, retryKey string, msgs ...messagin
 
 // Send delivers msgs for an event: a reply when t has a reply token and
 // t.EventTime is within the reply window, else (or when LINE rejects the
-// token) a push to t.To with RetryKey(t.WebhookEventID, t.Index). It returns
+// token) a push to t.To with ChannelRetryKey(t.Channel, t.WebhookEventID,
+// t.Index). It returns
 // the path taken.
 func (c *Client) Send(ctx context.Context, t Target, msgs ...messaging_api.MessageInterface) (Via, error) {
 	via, err := c.send(ctx, t, msgs)
@@ -417,7 +431,7 @@ func (c *Client) send(ctx context.Context, t Target, msgs []messaging_api.Messag
 	}
 	key := ""
 	if t.WebhookEventID != "" {
-		key = RetryKey(t.WebhookEventID, t.Index)
+		key = ChannelRetryKey(t.Channel, t.WebhookEventID, t.Index)
 	}
 	return ViaPush, c.push(ctx, t.To, key, msgs)
 }

@@ -24,7 +24,8 @@ import (
 //
 //   - On the chat queue an event of a debounced route is claimed like any
 //     other; its effect there is to be appended to its chat's buffer
-//     (idempotency.DebounceKey, one versioned item per chat and route,
+//     (idempotency.DebounceKey, one versioned item per chat (of its
+//     channel) and route,
 //     written with conditional puts) and to schedule a flush: its own
 //     record sent to the long-work queue with a delay (the window, or what
 //     is left of the burst's longest wait) and the AttrDebounce attribute.
@@ -240,7 +241,7 @@ type debounceConfig struct {
 	store         StateStore
 	queues        *queues
 	longURL       string
-	newMessenger  func() bot.Messenger
+	newMessenger  messengers
 	inProgressFor time.Duration
 	keepFor       time.Duration
 	now           func() time.Time
@@ -283,7 +284,7 @@ func debounce(c debounceConfig) middleware {
 // it there) and schedules its flush; an event the buffer has no room for
 // runs on its own.
 func (c debounceConfig) append(ctx context.Context, r *record, next handler, chat, route string, window, maxWait time.Duration) error {
-	buf := chatBuffer{store: c.store, key: idempotency.DebounceKey(chat, route), keepFor: c.keepFor}
+	buf := chatBuffer{store: c.store, key: idempotency.DebounceKey(r.event.Channel, chat, route), keepFor: c.keepFor}
 	id := r.head.WebhookEventID
 	var seq, due int64
 	full, handled := false, false
@@ -375,12 +376,12 @@ func (c debounceConfig) runFlush(ctx context.Context, r *record, next handler) e
 		}
 	}
 	chat := r.event.Source.ChatID()
-	buf := chatBuffer{store: c.store, key: idempotency.DebounceKey(chat, r.flush.Route), keepFor: c.keepFor}
+	buf := chatBuffer{store: c.store, key: idempotency.DebounceKey(r.event.Channel, chat, r.flush.Route), keepFor: c.keepFor}
 	route, _, maxWait := c.router.Debounced(r.event)
 	if route != r.flush.Route {
 		maxWait = 0 // the route changed since: flush what is pending now
 	}
-	flushKey := r.flush.key(idempotency.Key(r.head.WebhookEventID, r.detail.Event))
+	flushKey := r.flush.key(idempotency.EventKey(r.detail.Channel, r.head.WebhookEventID, r.detail.Event))
 	var batch []buffered
 	err := buf.update(ctx, func(b *buffer) (bool, error) {
 		batch = nil
@@ -431,7 +432,7 @@ func (c debounceConfig) runFlush(ctx context.Context, r *record, next handler) e
 		r.result.Outcome = OutcomeDebounced
 		return nil
 	}
-	evs, err := c.events(batch)
+	evs, err := c.events(r.event.Channel, batch)
 	if err != nil {
 		return err
 	}
@@ -467,20 +468,26 @@ func (c debounceConfig) runFlush(ctx context.Context, r *record, next handler) e
 	return nil
 }
 
-// events parses a batch's stored events, each bound to a LINE client of the
-// record's (one per event, as the worker gives each record its own).
-func (c debounceConfig) events(batch []buffered) ([]*bot.Event, error) {
+// events parses a batch's stored events (of channel ch: a buffer holds one
+// chat of one channel), each bound to a LINE client of the record's (one
+// per event, as the worker gives each record its own).
+func (c debounceConfig) events(ch string, batch []buffered) ([]*bot.Event, error) {
 	out := make([]*bot.Event, len(batch))
 	for i, b := range batch {
 		ev, err := bot.Parse(b.Event, b.Destination, b.ReceivedAt, nil)
 		if err != nil {
 			return nil, fmt.Errorf("debounced event %s: %w", b.ID, err)
 		}
+		ev.Channel = ch
 		if c.newMessenger != nil {
 			// The reply ledger guards a batch's answer as it guards any
 			// record's: a reply that may have reached LINE is never
 			// followed by a push of the same answer.
-			ev.Bind(withLedger(c.newMessenger(), c.store, idempotency.Key(ev.WebhookEventID, ev.Raw), c.keepFor))
+			m, err := c.newMessenger(ch)
+			if err != nil {
+				return nil, err
+			}
+			ev.Bind(withLedger(m, c.store, idempotency.EventKey(ch, ev.WebhookEventID, ev.Raw), c.keepFor))
 		}
 		out[i] = ev
 	}

@@ -48,7 +48,7 @@ func latestEdit(store StateStore, keepFor time.Duration, log *slog.Logger) middl
 			if chat == "" || msgID == "" {
 				return next(ctx, r)
 			}
-			newest, err := claimNewest(ctx, store, idempotency.EditKey(chat, msgID),
+			newest, err := claimNewest(ctx, store, idempotency.EditKey(ev.Channel, chat, msgID),
 				editMark{Timestamp: ev.Timestamp.UnixMilli(), Event: ev.WebhookEventID}, keepFor)
 			if err != nil {
 				return fmt.Errorf("edit order: %w", err)

@@ -33,7 +33,7 @@ const DefaultLoadingRefresh = 50 * time.Second
 // has answered or the handler returns. Without a router that knows long
 // routes, an SQS client or a long-work queue, every route runs where it is
 // received.
-func longWork(router longRouter, q *queues, longURL string, newMessenger func() bot.Messenger, refresh time.Duration, log *slog.Logger) middleware {
+func longWork(router longRouter, q *queues, longURL string, newMessenger messengers, refresh time.Duration, log *slog.Logger) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			if r.event == nil || router == nil {
@@ -60,11 +60,15 @@ func longWork(router longRouter, q *queues, longURL string, newMessenger func() 
 }
 
 // keepLoading re-shows e's loading animation every refresh, with a LINE
-// client of its own, until stop is called or e has answered. Only
-// one-to-one chats show it; elsewhere nothing runs.
-func keepLoading(ctx context.Context, e *bot.Event, newMessenger func() bot.Messenger, refresh time.Duration, log *slog.Logger) (stop func()) {
+// client of its own (of e's channel), until stop is called or e has
+// answered. Only one-to-one chats show it; elsewhere nothing runs.
+func keepLoading(ctx context.Context, e *bot.Event, newMessenger messengers, refresh time.Duration, log *slog.Logger) (stop func()) {
 	if e.Source.Type != bot.SourceUser || e.Source.UserID == "" || newMessenger == nil || refresh <= 0 {
 		return func() {}
+	}
+	m, err := newMessenger(e.Channel)
+	if err != nil {
+		return func() {} // parse gave the event a client of this channel: cannot happen
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -72,7 +76,6 @@ func keepLoading(ctx context.Context, e *bot.Event, newMessenger func() bot.Mess
 		defer close(done)
 		t := time.NewTicker(refresh)
 		defer t.Stop()
-		m := newMessenger()
 		for {
 			select {
 			case <-ctx.Done():

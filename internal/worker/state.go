@@ -38,7 +38,7 @@ var finishPolicy = backoff.Policy{First: 50 * time.Millisecond, Max: 400 * time.
 const finishAttempts = 4
 
 // eventSteps is bot.Steps for one event: its steps' results live under
-// idempotency.StepKey(event key, step), claimed like records (for the
+// idempotency.StepKey(event key (its channel's), step), claimed like records (for the
 // function timeout) and kept like completed records.
 type eventSteps struct {
 	store         StateStore
@@ -92,22 +92,24 @@ func (s eventSteps) Abandon(ctx context.Context, step string) {
 }
 
 // chatSessions is bot.SessionStore over the idempotency table: one
-// versioned item per chat (idempotency.SessionKey), kept for ttl after its
+// versioned item per chat of the event's channel (idempotency.SessionKey:
+// the same user in two channels has two sessions), kept for ttl after its
 // last save.
 type chatSessions struct {
-	store StateStore
-	ttl   time.Duration
+	store   StateStore
+	ttl     time.Duration
+	channel string
 }
 
 // Load implements bot.SessionStore.
 func (s chatSessions) Load(ctx context.Context, chatID string) ([]byte, int64, error) {
-	v, err := s.store.Get(ctx, idempotency.SessionKey(chatID))
+	v, err := s.store.Get(ctx, idempotency.SessionKey(s.channel, chatID))
 	return v.Value, v.Version, err
 }
 
 // Save implements bot.SessionStore.
 func (s chatSessions) Save(ctx context.Context, chatID string, value []byte, version int64) (int64, error) {
-	v, err := s.store.Put(ctx, idempotency.SessionKey(chatID), value, version, s.ttl)
+	v, err := s.store.Put(ctx, idempotency.SessionKey(s.channel, chatID), value, version, s.ttl)
 	if errors.Is(err, idempotency.ErrConflict) {
 		return 0, fmt.Errorf("%w: %w", bot.ErrSessionConflict, err)
 	}
@@ -165,10 +167,10 @@ func BindState(e *bot.Event, store StateStore, sessionTTL time.Duration) {
 
 func bind(e *bot.Event, store StateStore, inProgressFor, keepFor, sessionTTL time.Duration, log *slog.Logger, m telemetry.Recorder) (bot.Steps, bot.SessionStore) {
 	steps := eventSteps{
-		store: store, eventKey: idempotency.Key(e.WebhookEventID, e.Raw), eventID: e.WebhookEventID,
+		store: store, eventKey: idempotency.EventKey(e.Channel, e.WebhookEventID, e.Raw), eventID: e.WebhookEventID,
 		inProgressFor: inProgressFor, keepFor: keepFor, log: log, metrics: m,
 	}
-	sessions := chatSessions{store: store, ttl: sessionTTL}
+	sessions := chatSessions{store: store, ttl: sessionTTL, channel: e.Channel}
 	e.BindSteps(steps)
 	e.BindSessions(sessions)
 	return steps, sessions

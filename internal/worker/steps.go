@@ -71,6 +71,9 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 			if res.Group != "" {
 				attrs = append(attrs, "lane", telemetry.HashUserID(res.Group))
 			}
+			if res.Channel != "" {
+				attrs = append(attrs, "channel", res.Channel)
+			}
 			switch res.Outcome {
 			case OutcomeForwarded:
 				m.Count("RecordsForwarded", 1)
@@ -135,7 +138,7 @@ func decode(eventContext func(ctx context.Context, id string) context.Context) m
 				return err
 			}
 			r.detail, r.head = detail, h
-			r.result.WebhookEventID, r.result.Type = h.WebhookEventID, h.Type
+			r.result.WebhookEventID, r.result.Type, r.result.Channel = h.WebhookEventID, h.Type, detail.Channel
 			if r.flush, err = parseFlush(r.msg); err != nil {
 				return err
 			}
@@ -183,7 +186,7 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 				return errNotDecoded
 			}
 			id := r.head.WebhookEventID
-			key := idempotency.Key(id, r.detail.Event)
+			key := idempotency.EventKey(r.detail.Channel, id, r.detail.Event)
 			switch {
 			case r.flush != nil:
 				// A debounce flush of the event, claimed apart from the
@@ -228,21 +231,28 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 const longKeySuffix = "#long"
 
 // parse builds the full event, with the SDK's typed event, from what decode
-// read (the SDK decodes it when decode could not: bot.Reader), and binds it
-// to a new LINE client from newMessenger (when set), one per record. With a
-// state store the client records the event's reply attempt in it before
-// the reply (withLedger), so a retry never pushes what a reply may have
-// delivered. An event the SDK cannot decode fails the record (bot.ErrEvent)
-// and gets no client.
-func parse(newMessenger func() bot.Messenger, state StateStore, keepFor time.Duration) middleware {
+// read (the SDK decodes it when decode could not: bot.Reader), names its
+// channel (the envelope's), and binds it to a new LINE client of that
+// channel from newMessenger (when set), one per record. With a state store
+// the client records the event's reply attempt in it before the reply
+// (withLedger), so a retry never pushes what a reply may have delivered.
+// An event the SDK cannot decode fails the record (bot.ErrEvent) and gets
+// no client; so does (transiently) one of a channel newMessenger has no
+// client for.
+func parse(newMessenger messengers, state StateStore, keepFor time.Duration) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			ev, err := r.reader.Event(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
 			if err != nil {
 				return err
 			}
+			ev.Channel = r.detail.Channel
 			if newMessenger != nil {
-				r.messenger = withLedger(newMessenger(), state, idempotency.Key(ev.WebhookEventID, ev.Raw), keepFor)
+				m, err := newMessenger(ev.Channel)
+				if err != nil {
+					return err
+				}
+				r.messenger = withLedger(m, state, idempotency.EventKey(ev.Channel, ev.WebhookEventID, ev.Raw), keepFor)
 				ev.Bind(r.messenger)
 			}
 			r.event = ev
@@ -313,7 +323,7 @@ func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middlew
 			}
 			ctx = context.WithoutCancel(ctx)
 			res := r.result
-			marker := idempotency.CrashKey(idempotency.Key(res.WebhookEventID, r.detail.Event))
+			marker := idempotency.CrashKey(idempotency.EventKey(r.detail.Channel, res.WebhookEventID, r.detail.Event))
 			marked := false
 			if c.marks != nil {
 				switch merr := c.marks.Claim(ctx, marker, c.markFor); {

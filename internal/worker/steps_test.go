@@ -417,9 +417,9 @@ func TestParseStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var made []*testmessenger.Messenger
-			var newMessenger func() bot.Messenger
+			var newMessenger messengers
 			if tt.withMessenger {
-				newMessenger = func() bot.Messenger { m := &testmessenger.Messenger{}; made = append(made, m); return m }
+				newMessenger = func(string) (bot.Messenger, error) { m := &testmessenger.Messenger{}; made = append(made, m); return m, nil }
 			}
 			r := decodedRecord(t, "m1", 1, tt.raw)
 			var loadingErr error

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/linegate/linegate/internal/backoff"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/envelope"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/telemetry"
@@ -93,6 +94,9 @@ type Result struct {
 	Long bool
 	// Queue is the name of the queue the record came from.
 	Queue string
+	// Channel is the record's channel ("" for the default one), known
+	// once its envelope is decoded.
+	Channel string
 	// RetryIn is how long a failed record was hidden before its next
 	// receive (0 when the worker did not set it).
 	RetryIn time.Duration
@@ -140,7 +144,7 @@ type Processor struct {
 	store         idempotency.Store
 	state         StateStore // steps and sessions; nil: none
 	sessionTTL    time.Duration
-	newMessenger  func() bot.Messenger
+	newMessenger  messengers // nil: records get no LINE client
 	crash         crashReports
 	concurrency   int
 	inProgressFor time.Duration
@@ -171,8 +175,32 @@ type Processor struct {
 type Option func(*Processor)
 
 // WithMessenger sets the factory for the LINE client a record's handler uses;
-// it is called once per record (the SDK client is not goroutine-safe).
-func WithMessenger(f func() bot.Messenger) Option { return func(p *Processor) { p.newMessenger = f } }
+// it is called once per record (the SDK client is not goroutine-safe). It
+// serves the default channel only: a record of a named channel fails
+// (channel.ErrUnknown) unless WithChannelMessengers is given.
+func WithMessenger(f func() bot.Messenger) Option {
+	return func(p *Processor) {
+		p.newMessenger = func(ch string) (bot.Messenger, error) {
+			if ch != channel.Default {
+				return nil, fmt.Errorf("%w: %q (this worker has no LINE client for it)", channel.ErrUnknown, ch)
+			}
+			return f(), nil
+		}
+	}
+}
+
+// WithChannelMessengers sets the factory for the LINE client of a record of
+// channel ch (channel.Default for the default channel): the client that
+// answers through that channel's token. It is called once per record; an
+// error (a channel the worker was not configured with) fails the record,
+// which is retried and, when it keeps failing, dead-lettered, so no event
+// is lost while a channel's configuration reaches the worker.
+func WithChannelMessengers(f func(ch string) (bot.Messenger, error)) Option {
+	return func(p *Processor) { p.newMessenger = f }
+}
+
+// messengers gives the LINE client of a record of channel ch.
+type messengers func(ch string) (bot.Messenger, error)
 
 // WithCrashReports publishes a panicking record's crash report to the ops
 // topic, once per event and 24 h (see WithCrashMarkers), redriven or not.
@@ -423,7 +451,8 @@ func (p *Processor) deferRecord(ctx context.Context, msg events.SQSMessage) {
 	res := Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg), Group: msg.Attributes["MessageGroupId"],
 		Queue: queueName(msg.EventSourceARN), Outcome: OutcomeDeferred, Err: ErrDeferred}
 	var ev bot.Reader
-	if _, err := envelope.DecodeRecord(msg.Body, &ev); err == nil {
+	if d, err := envelope.DecodeRecord(msg.Body, &ev); err == nil {
+		res.Channel = d.Channel
 		if h, err := ev.Head(); err == nil {
 			res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
 		}

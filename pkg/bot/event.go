@@ -83,6 +83,12 @@ type Event struct {
 	Source         Source                 // the chat it came from
 	ReplyToken     string                 // single use, valid about a minute; Reply uses it for you
 	Destination    string                 // the bot's user ID
+	// Channel names the channel (LINE official account) the event came
+	// through: "" for the stack's default channel, else the name its
+	// webhook is served under (/webhook/NAME). Everything the worker keeps
+	// for the event or its chat (Once, Session, retry keys) is the
+	// channel's own.
+	Channel string
 	Typed          webhook.EventInterface // the SDK's typed event (webhook.MessageEvent, webhook.FollowEvent, …; webhook.UnknownEvent for new types)
 	Raw            json.RawMessage        // the event exactly as LINE sent it
 
@@ -203,7 +209,7 @@ func (e *Event) Reply(ctx context.Context, msgs ...messaging_api.MessageInterfac
 		idx := int(e.sends.Add(1) - 1)
 		_, err := e.messenger.Send(ctx, lineapi.Target{
 			ReplyToken: e.ReplyToken, EventTime: e.Timestamp, To: e.Source.ChatID(),
-			WebhookEventID: e.WebhookEventID, Index: idx,
+			WebhookEventID: e.WebhookEventID, Index: idx, Channel: e.Channel,
 		}, pack...)
 		if err != nil {
 			return fmt.Errorf("reply: %w", err)
@@ -250,7 +256,7 @@ func (e *Event) Push(ctx context.Context, to string, msgs ...messaging_api.Messa
 	}
 	for _, pack := range packs(msgs) {
 		idx := int(e.sends.Add(1) - 1)
-		if err := e.messenger.Push(ctx, to, lineapi.RetryKey(e.WebhookEventID, idx), pack...); err != nil {
+		if err := e.messenger.Push(ctx, to, lineapi.ChannelRetryKey(e.Channel, e.WebhookEventID, idx), pack...); err != nil {
 			return fmt.Errorf("push: %w", err)
 		}
 	}
