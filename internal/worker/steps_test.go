@@ -419,7 +419,11 @@ func TestParseStep(t *testing.T) {
 			var made []*testmessenger.Messenger
 			var newMessenger messengers
 			if tt.withMessenger {
-				newMessenger = func(string) (bot.Messenger, error) { m := &testmessenger.Messenger{}; made = append(made, m); return m, nil }
+				newMessenger = func(string) (bot.Messenger, error) {
+					m := &testmessenger.Messenger{}
+					made = append(made, m)
+					return m, nil
+				}
 			}
 			r := decodedRecord(t, "m1", 1, tt.raw)
 			var loadingErr error
