@@ -74,23 +74,24 @@ var ErrStandby = errors.New("bot: event is in standby mode; not answering")
 
 // Event is one LINE webhook event as a handler sees it.
 type Event struct {
-	Type           string    // the event's type: message, follow, postback, … (also unknown, future ones)
-	WebhookEventID string    // stable across LINE redeliveries
-	Mode           string    // active or standby
-	Redelivery     bool      // deliveryContext.isRedelivery
-	Timestamp      time.Time // when LINE says the event happened
-	ReceivedAt     time.Time // when the webhook accepted it
-	Source         Source    // the chat it came from
-	ReplyToken     string    // single use, valid about a minute; Reply uses it for you
-	Destination    string    // the bot's user ID
+	Type           string                 // the event's type: message, follow, postback, … (also unknown, future ones)
+	WebhookEventID string                 // stable across LINE redeliveries
+	Mode           string                 // active or standby
+	Redelivery     bool                   // deliveryContext.isRedelivery
+	Timestamp      time.Time              // when LINE says the event happened
+	ReceivedAt     time.Time              // when the webhook accepted it
+	Source         Source                 // the chat it came from
+	ReplyToken     string                 // single use, valid about a minute; Reply uses it for you
+	Destination    string                 // the bot's user ID
+	Typed          webhook.EventInterface // the SDK's typed event (webhook.MessageEvent, webhook.FollowEvent, …; webhook.UnknownEvent for new types)
+	Raw            json.RawMessage        // the event exactly as LINE sent it
+
 	// Channel names the channel (LINE official account) the event came
 	// through: "" for the stack's default channel, else the name its
 	// webhook is served under (/webhook/NAME). Everything the worker keeps
 	// for the event or its chat (Once, Session, retry keys) is the
 	// channel's own.
 	Channel string
-	Typed   webhook.EventInterface // the SDK's typed event (webhook.MessageEvent, webhook.FollowEvent, …; webhook.UnknownEvent for new types)
-	Raw     json.RawMessage        // the event exactly as LINE sent it
 
 	messenger Messenger
 	batch     []*Event // BindBatch: a debounced burst, this event last
