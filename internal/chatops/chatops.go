@@ -5,8 +5,9 @@
 //
 //   - the postback's data was signed by this stack (pkg/postback) and has
 //     not expired;
-//   - it comes from a user ID in OPERATOR_LINE_IDS, in a one-to-one chat
-//     with the bot (never a group or room, where anyone could tap);
+//   - it comes from a user ID in OPERATOR_LINE_IDS (for a named channel,
+//     that channel's operators), in a one-to-one chat with the bot (never a
+//     group or room, where anyone could tap);
 //   - the same signed data was not used before (single use, so a replayed
 //     postback does nothing);
 //   - the target is one the stack offers (Redrive: a DLQ in CHATOPS_DLQS).
@@ -25,6 +26,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/postback"
@@ -63,8 +65,14 @@ type once interface {
 type Config struct {
 	// Signer verifies the buttons' data (required).
 	Signer *postback.Signer
-	// Operators are the user IDs allowed to act.
+	// Operators are the user IDs allowed to act on the default channel.
 	Operators []string
+	// ChannelOperators are, by channel name, the user IDs allowed to act
+	// on a named channel: a tap arrives through the channel whose card it
+	// was on, and is answered there. A channel without an entry has none
+	// (its cards went to the default channel's operators, who tap them
+	// there).
+	ChannelOperators map[string][]string
 	// Once makes each signed button single-use (the idempotency store).
 	Once once
 	// Queues and DLQs: Redrive runs pkg/redrive on Queues, for the queue
@@ -121,7 +129,7 @@ func (h *Handler) Intercept(ctx context.Context, e *bot.Event) (bool, error) {
 		h.refuse(ctx, cmd, who, err.Error())
 		return true, nil
 	}
-	if e.Source.Type != bot.SourceUser || !slices.Contains(h.cfg.Operators, e.Source.UserID) {
+	if e.Source.Type != bot.SourceUser || !slices.Contains(h.operators(e.Channel), e.Source.UserID) {
 		h.refuse(ctx, cmd, who, "not an operator in a one-to-one chat with the bot")
 		return true, nil
 	}
@@ -155,6 +163,14 @@ func (h *Handler) Intercept(ctx context.Context, e *bot.Event) (bool, error) {
 		return true, fmt.Errorf("chatops: reply: %w", err)
 	}
 	return true, nil
+}
+
+// operators are who may act on the channel named ch.
+func (h *Handler) operators(ch string) []string {
+	if ch == channel.Default {
+		return h.cfg.Operators
+	}
+	return h.cfg.ChannelOperators[ch]
 }
 
 func (h *Handler) refuse(ctx context.Context, cmd postback.Command, who, why string) {

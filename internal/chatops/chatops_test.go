@@ -365,3 +365,44 @@ func TestEveryAlarmIsInTheSilenceGrant(t *testing.T) {
 		}
 	}
 }
+
+// Operators are per channel: a tap through channel b acts for b's
+// operators only, and the default channel's operator is a stranger there
+// (and the other way round).
+func TestOperatorsPerChannel(t *testing.T) {
+	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	signer, _ := postback.NewSigner([]byte("a key only the stack knows"), func() time.Time { return now })
+	const operatorB = "U00000000000000000000000000000b0b"
+	sil := &silencer{}
+	h, err := chatops.New(chatops.Config{Signer: signer, Operators: []string{operator}, ChannelOperators: map[string][]string{"b": {operatorB}},
+		Once: idempotency.NewMemory(), Silencer: sil, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, channel, who string
+		acts               bool
+	}{
+		{"the default's operator on the default channel", "", operator, true},
+		{"b's operator on the default channel", "", operatorB, false},
+		{"the default's operator on channel b", "b", operator, false},
+		{"b's operator on channel b", "b", operatorB, true},
+		{"b's operator on channel c (no operators)", "c", operatorB, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(sil.calls)
+			data, _ := signer.Sign(postback.Silence, "alarm-"+tt.name, time.Hour)
+			r := &replies{}
+			e := postbackEvent(t, user(tt.who), data, r)
+			e.Channel = tt.channel
+			handled, err := h.Intercept(context.Background(), e)
+			if !handled || err != nil {
+				t.Fatalf("handled %v, err %v", handled, err)
+			}
+			if acted := len(sil.calls) > before; acted != tt.acts || (len(r.texts) == 1) != tt.acts {
+				t.Fatalf("acted %v (replies %v), want %v", acted, r.texts, tt.acts)
+			}
+		})
+	}
+}

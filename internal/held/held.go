@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/telemetry"
 )
@@ -38,6 +39,9 @@ type Item struct {
 	Messages []json.RawMessage `json:"messages"`
 	// HeldAt is when LINE refused the push.
 	HeldAt time.Time `json:"heldAt"`
+	// Channel is the channel whose quota refused the push and whose token
+	// resends it ("" for the default channel).
+	Channel string `json:"channel,omitempty"`
 }
 
 // ErrMalformed marks a HeldQueue message that is not an Item.
@@ -124,10 +128,16 @@ func NewHolder(q queueSender, url string, opts ...Option) *Holder {
 	return h
 }
 
-// Hold writes msgs for to, with retryKey, to the HeldQueue. An error means
-// the push is neither sent nor held: the caller must fail (and retry).
+// Hold writes msgs for to, with retryKey, to the HeldQueue, as a push of
+// the default channel. An error means the push is neither sent nor held:
+// the caller must fail (and retry).
 func (h *Holder) Hold(ctx context.Context, webhookEventID, to, retryKey string, msgs []messaging_api.MessageInterface) error {
-	it := Item{To: to, RetryKey: retryKey, WebhookEventID: webhookEventID, HeldAt: h.now().UTC()}
+	return h.hold(ctx, channel.Default, webhookEventID, to, retryKey, msgs)
+}
+
+// hold is Hold for a push of channel ch.
+func (h *Holder) hold(ctx context.Context, ch, webhookEventID, to, retryKey string, msgs []messaging_api.MessageInterface) error {
+	it := Item{To: to, RetryKey: retryKey, WebhookEventID: webhookEventID, HeldAt: h.now().UTC(), Channel: ch}
 	// Encode the messages as the push request would have: the SDK's request
 	// type adds each message's type discriminator.
 	req, err := json.Marshal(&messaging_api.PushMessageRequest{To: to, Messages: msgs})
@@ -149,7 +159,7 @@ func (h *Holder) Hold(ctx context.Context, webhookEventID, to, retryKey string, 
 		return fmt.Errorf("held: write to the held queue: %w", err)
 	}
 	h.log.WarnContext(ctx, "push held: LINE's monthly message limit is reached", "webhookEventId", webhookEventID,
-		"messages", len(msgs), "retryKey", retryKey)
+		"messages", len(msgs), "retryKey", retryKey, "channel", channel.Label(ch))
 	h.onHeld(ctx, it)
 	return nil
 }
@@ -164,12 +174,19 @@ type messenger interface {
 
 // Wrap returns a messenger that holds, instead of failing, a push LINE
 // refuses for the monthly limit. The held item names the event in the
-// context (telemetry.WithEventID).
-func (h *Holder) Wrap(m messenger) messenger { return holding{next: m, h: h} }
+// context (telemetry.WithEventID). m is the default channel's client.
+func (h *Holder) Wrap(m messenger) messenger { return h.WrapChannel(channel.Default, m) }
+
+// WrapChannel is Wrap for m, a client of channel ch: the items it holds
+// are ch's, resent through ch's token (Resend's pushers).
+func (h *Holder) WrapChannel(ch string, m messenger) messenger {
+	return holding{next: m, h: h, channel: ch}
+}
 
 type holding struct {
-	next messenger
-	h    *Holder
+	next    messenger
+	h       *Holder
+	channel string
 }
 
 func (w holding) Send(ctx context.Context, t lineapi.Target, msgs ...messaging_api.MessageInterface) (lineapi.Via, error) {
@@ -181,7 +198,7 @@ func (w holding) Send(ctx context.Context, t lineapi.Target, msgs ...messaging_a
 	if t.WebhookEventID != "" {
 		key = lineapi.ChannelRetryKey(t.Channel, t.WebhookEventID, t.Index)
 	}
-	if herr := w.h.Hold(ctx, telemetry.EventID(ctx), t.To, key, msgs); herr != nil {
+	if herr := w.h.hold(ctx, w.channel, telemetry.EventID(ctx), t.To, key, msgs); herr != nil {
 		return via, errors.Join(err, herr)
 	}
 	return lineapi.ViaPush, nil
@@ -192,7 +209,7 @@ func (w holding) Push(ctx context.Context, to, retryKey string, msgs ...messagin
 	if !errors.Is(err, lineapi.ErrMonthlyLimit) {
 		return err
 	}
-	if herr := w.h.Hold(ctx, telemetry.EventID(ctx), to, retryKey, msgs); herr != nil {
+	if herr := w.h.hold(ctx, w.channel, telemetry.EventID(ctx), to, retryKey, msgs); herr != nil {
 		return errors.Join(err, herr)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +209,74 @@ func TestResendKeepsWhatFailedForAnotherReason(t *testing.T) {
 				t.Fatalf("queue after the failed resend: %+v, want both items still held", st)
 			}
 		})
+	}
+}
+
+// Each channel's held items are its own: held with the channel's name,
+// resent through its own client (its own quota), and a channel whose limit
+// is still spent keeps its items, put back for the next resend, while the
+// others' go out.
+func TestHeldPerChannel(t *testing.T) {
+	f := newFixture(t)
+	lineB := linemock.New()
+	srvB := httptest.NewServer(lineB)
+	t.Cleanup(srvB.Close)
+	apiB := lineapi.New("token-b", lineapi.WithBaseURL(srvB.URL), lineapi.WithLogger(slog.New(slog.DiscardHandler)))
+	f.line.SetQuota(linemock.Quota{Limit: 10, Used: 10})
+	lineB.SetQuota(linemock.Quota{Limit: 10, Used: 10})
+	h := held.NewHolder(f.cloud, f.url, held.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := telemetry.WithEventID(context.Background(), "01EV")
+	if err := h.Wrap(f.api).Push(ctx, user, lineapi.RetryKey("01EV", 0), text("default")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WrapChannel("b", apiB).Send(ctx, lineapi.Target{To: user, WebhookEventID: "01EV", Channel: "b"}, text("b one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WrapChannel("b", apiB).Push(ctx, user, lineapi.ChannelRetryKey("b", "01EV", 1), text("b two")); err != nil {
+		t.Fatal(err)
+	}
+	f.line.SetQuota(linemock.Quota{Limit: 100, Used: 10}) // the default channel's limit raised, b's still spent
+	pushers := func(ch string) (held.Pusher, bool) {
+		switch ch {
+		case "":
+			return f.api, true
+		case "b":
+			return apiB, true
+		}
+		return nil, false
+	}
+	rep, err := held.ResendChannels(context.Background(), f.cloud, f.url, pushers, 0, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, held.ErrQuotaSpent) || rep.Sent != 1 || rep.Kept < 1 || fmt.Sprint(rep.Spent) != "[b]" {
+		t.Fatalf("%+v %v: want the default's item sent, b's kept", rep, err)
+	}
+	if got := f.line.Messages(); len(got) != 1 || got[0].RetryKey != lineapi.RetryKey("01EV", 0) {
+		t.Fatalf("the default channel's LINE got %+v", got)
+	}
+	if s := rep.String(); !strings.Contains(s, "monthly limit reached for b") {
+		t.Fatalf("report %q does not name channel b", s)
+	}
+	if n := f.cloud.QueueStats(f.url).Visible; n != 2 {
+		t.Fatalf("%d items visible after the run, want b's two put back", n)
+	}
+	lineB.SetQuota(linemock.Quota{Limit: 100, Used: 10})
+	rep, err = held.ResendChannels(context.Background(), f.cloud, f.url, pushers, 0, slog.New(slog.DiscardHandler))
+	if err != nil || rep.Sent != 2 || rep.Kept != 0 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	keys := map[string]bool{}
+	for _, m := range lineB.Messages() {
+		keys[m.RetryKey] = true
+	}
+	if len(lineB.Messages()) != 2 || !keys[lineapi.ChannelRetryKey("b", "01EV", 0)] || !keys[lineapi.ChannelRetryKey("b", "01EV", 1)] || len(f.line.Messages()) != 1 {
+		t.Fatalf("channel b's LINE got %+v, the default's %d", lineB.Messages(), len(f.line.Messages()))
+	}
+	// An item of a channel the resend has no client for stays held.
+	lineB.SetQuota(linemock.Quota{Limit: 100, Used: 100})
+	if err := h.WrapChannel("c", apiB).Push(ctx, user, "", text("c")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = held.ResendChannels(context.Background(), f.cloud, f.url, pushers, 0, slog.New(slog.DiscardHandler))
+	if err == nil || rep.Kept != 1 || rep.Sent != 0 || f.cloud.QueueStats(f.url).Visible+f.cloud.QueueStats(f.url).InFlight != 1 {
+		t.Fatalf("%+v %v: want channel c's item kept", rep, err)
 	}
 }

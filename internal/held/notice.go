@@ -3,6 +3,8 @@ package held
 import (
 	"fmt"
 	"time"
+
+	"github.com/linegate/linegate/internal/channel"
 )
 
 // KindHeld is the linegate-kind message attribute of a held notice on the
@@ -17,6 +19,21 @@ const AttributeKind = "linegate-kind"
 
 // NoticeKey is the once-a-month marker of the held notice.
 func NoticeKey(heldAt time.Time) string { return "held-notice#" + heldAt.UTC().Format("2006-01") }
+
+// ChannelNoticeKey is the once-a-month marker of channel ch's held notice
+// (NoticeKey for the default channel): each channel's quota is its own.
+func ChannelNoticeKey(ch string, heldAt time.Time) string {
+	return channel.Scope(ch, NoticeKey(heldAt))
+}
+
+// ChannelNoticeText is NoticeText naming channel ch (NoticeText for the
+// default channel).
+func ChannelNoticeText(ch string, first time.Time) string {
+	if ch == channel.Default {
+		return NoticeText(first)
+	}
+	return fmt.Sprintf("Channel %s: ", ch) + NoticeText(first)
+}
 
 // NoticeText is the held notice, readable as an email and parsed by the
 // notifier only for its kind.

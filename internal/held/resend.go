@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/line/line-bot-sdk-go/v8/linebot/messaging_api"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/lineapi"
 )
 
@@ -21,10 +23,15 @@ type queue interface {
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-// pusher is the one LINE call a resend makes (lineapi.Client).
-type pusher interface {
+// Pusher is the one LINE call a resend makes (lineapi.Client).
+type Pusher interface {
 	Push(ctx context.Context, to, retryKey string, msgs ...messaging_api.MessageInterface) error
 }
+
+// Pushers gives the client a channel's held items are resent through (its
+// own token: a channel's pushes count against its own quota); false for a
+// channel the caller has no client for.
+type Pushers func(ch string) (Pusher, bool)
 
 // Report is what one resend did.
 type Report struct {
@@ -35,8 +42,11 @@ type Report struct {
 	// Malformed items could not be read; they stay in the queue for a person.
 	Malformed int
 	// QuotaSpent is true when LINE still refused for the monthly limit: the
-	// resend stopped there.
+	// resend stopped there (for that channel).
 	QuotaSpent bool
+	// Spent names the channels whose limit LINE still answered with
+	// (channel.Label: "default" for the default channel).
+	Spent []string
 }
 
 // String is the one-line summary the CLI and the ChatOps reply print.
@@ -46,7 +56,11 @@ func (r Report) String() string {
 		s += fmt.Sprintf(", %d unreadable", r.Malformed)
 	}
 	if r.QuotaSpent {
-		s += " (LINE still answers: monthly limit reached)"
+		s += " (LINE still answers: monthly limit reached"
+		if len(r.Spent) > 1 || (len(r.Spent) == 1 && r.Spent[0] != channel.DefaultLabel) {
+			s += " for " + strings.Join(r.Spent, ", ")
+		}
+		s += ")"
 	}
 	return s
 }
@@ -56,21 +70,38 @@ func (r Report) String() string {
 var ErrQuotaSpent = errors.New("held: the monthly message limit is still reached")
 
 // Resend pushes up to max held items (0: all that can be received) from the
-// queue at url through p, oldest first as SQS hands them out. Each sent
-// item is deleted; an item LINE refuses again for the monthly limit is put
-// back at once and the resend stops (ErrQuotaSpent); an item that fails
+// queue at url through p, oldest first as SQS hands them out: the default
+// channel's items (ResendChannels for a stack with several channels). Each
+// sent item is deleted; an item LINE refuses again for the monthly limit is
+// put back at once and the resend stops (ErrQuotaSpent); an item that fails
 // otherwise stays held (it becomes visible again after the queue's
 // visibility timeout). Nothing is ever deleted unsent.
-func Resend(ctx context.Context, q queue, url string, p pusher, max int, log *slog.Logger) (Report, error) {
+func Resend(ctx context.Context, q queue, url string, p Pusher, max int, log *slog.Logger) (Report, error) {
+	return ResendChannels(ctx, q, url, func(ch string) (Pusher, bool) { return p, ch == channel.Default }, max, log)
+}
+
+// ResendChannels is Resend for the held items of every channel, each
+// pushed through its channel's client (pushers). A channel whose limit LINE
+// still answers with is spent for the rest of the run: its items are put
+// back at the run's end, untried, and the others' go on; the run stops
+// when every channel it met is spent. An item of a channel pushers has no
+// client for stays held, as a failed push does.
+func ResendChannels(ctx context.Context, q queue, url string, pushers Pushers, max int, log *slog.Logger) (Report, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	var rep Report
 	var failures []error
-	for max <= 0 || rep.Sent+rep.Kept+rep.Malformed < max {
+	spent := map[string]bool{}
+	met := map[string]bool{}
+	var putBack []sqstypes.Message // a spent channel's items: released when the run ends
+	defer func() { release(ctx, q, url, putBack...) }()
+	done := func() int { return rep.Sent + rep.Kept + rep.Malformed }
+	allSpent := func() bool { return len(spent) > 0 && len(spent) == len(met) }
+	for (max <= 0 || done() < max) && !allSpent() {
 		n := int32(10)
 		if max > 0 {
-			n = int32(min(10, max-(rep.Sent+rep.Kept+rep.Malformed)))
+			n = int32(min(10, max-done()))
 		}
 		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: n, WaitTimeSeconds: 0})
 		if err != nil {
@@ -80,8 +111,8 @@ func Resend(ctx context.Context, q queue, url string, p pusher, max int, log *sl
 			break
 		}
 		for i, m := range out.Messages {
-			if rep.QuotaSpent {
-				release(ctx, q, url, out.Messages[i:]...)
+			if allSpent() {
+				putBack = append(putBack, out.Messages[i:]...)
 				rep.Kept += len(out.Messages) - i
 				break
 			}
@@ -91,12 +122,26 @@ func Resend(ctx context.Context, q queue, url string, p pusher, max int, log *sl
 				log.ErrorContext(ctx, "held item unreadable; left in the queue", "messageId", aws.ToString(m.MessageId), "error", err.Error())
 				continue
 			}
+			met[it.Channel] = true
+			if spent[it.Channel] {
+				rep.Kept++
+				putBack = append(putBack, m)
+				continue
+			}
+			p, ok := pushers(it.Channel)
+			if !ok {
+				rep.Kept++
+				failures = append(failures, fmt.Errorf("held item for event %s: %w: %q", it.WebhookEventID, channel.ErrUnknown, it.Channel))
+				continue
+			}
 			err = p.Push(ctx, it.To, it.RetryKey, it.messages()...)
 			switch {
 			case errors.Is(err, lineapi.ErrMonthlyLimit):
+				spent[it.Channel] = true
 				rep.QuotaSpent = true
+				rep.Spent = append(rep.Spent, channel.Label(it.Channel))
 				rep.Kept++
-				release(ctx, q, url, m)
+				putBack = append(putBack, m)
 			case err != nil:
 				rep.Kept++
 				failures = append(failures, fmt.Errorf("held item for event %s: %w", it.WebhookEventID, err))
@@ -107,11 +152,8 @@ func Resend(ctx context.Context, q queue, url string, p pusher, max int, log *sl
 					failures = append(failures, fmt.Errorf("delete sent held item: %w", err))
 				}
 				rep.Sent++
-				log.InfoContext(ctx, "held result sent", "webhookEventId", it.WebhookEventID, "retryKey", it.RetryKey)
+				log.InfoContext(ctx, "held result sent", "webhookEventId", it.WebhookEventID, "retryKey", it.RetryKey, "channel", channel.Label(it.Channel))
 			}
-		}
-		if rep.QuotaSpent {
-			break
 		}
 	}
 	if rep.QuotaSpent {

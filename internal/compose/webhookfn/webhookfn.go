@@ -1,5 +1,6 @@
 // Package webhookfn wires the webhook function: the channel secrets from
-// SSM, an EventBridge publisher, the chat queue sender, and the ingress core.
+// SSM (the default channel's and each named channel's), an EventBridge
+// publisher, the chat queue sender, and the ingress core.
 // functions/webhook and `linegate local` both build the webhook here. It
 // links EventBridge and SQS only: no DynamoDB, SNS or LINE client reaches
 // the binary LINE waits on.
@@ -72,7 +73,48 @@ func New(ctx context.Context, cfg config.Webhook, bus EventPutter, queue QueueSe
 			return secrets.Resolve(ctx, ssm, cfg.Secret, cfg.PreviousSecret)
 		}, cfg.SecretRefreshCooldown))
 	}
+	named, err := channels(ctx, cfg, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range named {
+		opts = append(opts, ingress.WithChannel(ch))
+	}
 	return ingress.New(pub, opts...)
+}
+
+// channels reads every named channel's secrets and bot user ID (in as few
+// SSM calls as GetParameters allows) and says how each re-reads its
+// secrets after a signature that does not verify.
+func channels(ctx context.Context, cfg config.Webhook, c compose.Common) ([]ingress.Channel, error) {
+	if len(cfg.Channels) == 0 {
+		return nil, nil
+	}
+	var all []config.Secret
+	for _, ch := range cfg.Channels {
+		all = append(all, ch.Secret, ch.PreviousSecret, ch.BotUserID)
+	}
+	vals, err := secrets.Resolve(ctx, c.SSM, all...)
+	if err != nil {
+		return nil, fmt.Errorf("webhook channel secrets: %w", err)
+	}
+	out := make([]ingress.Channel, 0, len(cfg.Channels))
+	for i, ch := range cfg.Channels {
+		v := vals[3*i : 3*i+3]
+		if v[2] != "" {
+			if err := config.CheckBotUserID(v[2]); err != nil {
+				return nil, fmt.Errorf("channel %s (%s): %w", ch.Name, ch.BotUserID.Param, err)
+			}
+		}
+		wc := ingress.Channel{Name: ch.Name, Secrets: v[:2], BotUserID: v[2]}
+		if ch.Secret.Param != "" && c.SSM != nil {
+			ssm, ch := c.SSM, ch
+			wc.Reread = func(ctx context.Context) ([]string, error) { return secrets.Resolve(ctx, ssm, ch.Secret, ch.PreviousSecret) }
+			wc.Cooldown = cfg.SecretRefreshCooldown
+		}
+		out = append(out, wc)
+	}
+	return out, nil
 }
 
 // Event is what the webhook function is invoked with: an API Gateway proxy

@@ -17,8 +17,8 @@ import (
 // noticeKeep is how long a month's marker lives: past the month's end.
 const noticeKeep = 40 * 24 * time.Hour
 
-// heldNotice tells the operator, once per month, that results are being
-// held: it publishes held.NoticeText on the ops topic (attribute
+// heldNotice tells the operator, once per month and channel, that results
+// are being held: it publishes held.NoticeText on the ops topic (attribute
 // linegate-kind = held.KindHeld) after claiming the month's marker in the
 // idempotency table, so however many workers hold results, one notice goes.
 type heldNotice struct {
@@ -35,7 +35,7 @@ func (n heldNotice) tell(ctx context.Context, it held.Item) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	key := held.NoticeKey(it.HeldAt)
+	key := held.ChannelNoticeKey(it.Channel, it.HeldAt)
 	if n.once != nil {
 		switch err := n.once.Claim(ctx, key, noticeKeep); {
 		case errors.Is(err, idempotency.ErrCompleted), errors.Is(err, idempotency.ErrInProgress):
@@ -48,7 +48,7 @@ func (n heldNotice) tell(ctx context.Context, it held.Item) {
 	_, err := n.pub.Publish(ctx, &sns.PublishInput{
 		TopicArn: aws.String(n.topic),
 		Subject:  aws.String("linegate: LINE's monthly message limit is reached; results are held"),
-		Message:  aws.String(held.NoticeText(it.HeldAt)),
+		Message:  aws.String(held.ChannelNoticeText(it.Channel, it.HeldAt)),
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{
 			held.AttributeKind: {DataType: aws.String("String"), StringValue: aws.String(held.KindHeld)},
 		},

@@ -1,5 +1,6 @@
-// Package workerfn wires the worker function: the access token from SSM, a
-// LINE client per record, the idempotency store, crash reports to the ops
+// Package workerfn wires the worker function: the access token of each
+// channel from SSM, a LINE client per record (of the record's channel),
+// the idempotency store, crash reports to the ops
 // topic, the SQS calls on its own queues (dead letters, retry delays, the
 // long-work hand-off), tracing, and the bot the caller passes in. functions/worker and
 // `linegate local` both build the worker here; the bot is always the
@@ -13,13 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/chatops"
 	"github.com/linegate/linegate/internal/compose"
+	"github.com/linegate/linegate/internal/compose/lineclients"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/idempotency"
-	"github.com/linegate/linegate/internal/lineapi"
-	"github.com/linegate/linegate/internal/linetoken"
 	"github.com/linegate/linegate/internal/postback"
 	"github.com/linegate/linegate/internal/redrive"
 	"github.com/linegate/linegate/internal/telemetry"
@@ -70,20 +71,24 @@ type Deps struct {
 	Options []worker.Option
 }
 
-// New resolves the access token and builds the SQS batch processor running
-// router.
+// New resolves the access tokens (the default channel's and each named
+// channel's) and builds the SQS batch processor running router.
 func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c compose.Common) (*worker.Processor, error) {
 	if router == nil {
 		return nil, fmt.Errorf("worker: no bot: pass your router (see README 'Writing a handler')")
 	}
 	c = c.WithDefaults()
-	tokens, secretVals, err := linetoken.FromConfig(ctx, cfg.Auth, c.SSM, c.HTTPClient, nil)
+	clients, secretVals, err := lineclients.New(ctx, cfg.Auth, cfg.Channels, c)
 	if err != nil {
 		return nil, fmt.Errorf("worker secrets: %w", err)
 	}
-	lineOpts := []lineapi.Option{lineapi.WithBaseURL(cfg.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
-		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens)}
-	newMessenger := func() bot.Messenger { return lineapi.New("", lineOpts...) }
+	newMessenger := func(ch string) (bot.Messenger, error) {
+		line, ok := clients.For(ch)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q (not in this worker's LINE_CHANNELS)", channel.ErrUnknown, ch)
+		}
+		return line, nil
+	}
 	holding := d.Queues != nil && cfg.HeldQueueURL != ""
 	if holding {
 		notice := heldNotice{pub: d.Ops, topic: cfg.OpsTopicARN, once: d.Store, log: c.Logger}
@@ -92,10 +97,16 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 				worker.MarkHeld(ctx)
 				notice.tell(ctx, it)
 			}))
-		newMessenger = func() bot.Messenger { return holder.Wrap(lineapi.New("", lineOpts...)) }
+		newMessenger = func(ch string) (bot.Messenger, error) {
+			line, ok := clients.For(ch)
+			if !ok {
+				return nil, fmt.Errorf("%w: %q (not in this worker's LINE_CHANNELS)", channel.ErrUnknown, ch)
+			}
+			return holder.WrapChannel(ch, line), nil
+		}
 	}
 	opts := []worker.Option{
-		worker.WithMessenger(newMessenger),
+		worker.WithChannelMessengers(newMessenger),
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithFunctionTimeout(cfg.FunctionTimeout),
 		worker.WithKeepFor(cfg.KeepCompleted),
@@ -120,7 +131,7 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		opts = append(opts, worker.WithObserver(d.Observer))
 	}
 	if cfg.ChatOps.Enabled() {
-		ops, err := newChatOps(ctx, cfg, d, c, func() *lineapi.Client { return lineapi.New("", lineOpts...) }, holding)
+		ops, err := newChatOps(ctx, cfg, d, c, clients, holding)
 		if err != nil {
 			return nil, err
 		}
@@ -139,20 +150,27 @@ func recordSpan(ctx context.Context, name, upstream string) (context.Context, wo
 	return ctx, s
 }
 
-// newChatOps builds the handler of the operator's taps on alert cards.
-func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common, line func() *lineapi.Client, holding bool) (*chatops.Handler, error) {
+// newChatOps builds the handler of the operator's taps on alert cards: the
+// default channel's operators and each named channel's act on taps that
+// come through their channel; Resend held resends every channel's items,
+// each through its own channel.
+func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common, clients lineclients.Clients, holding bool) (*chatops.Handler, error) {
 	signer, err := postback.FromConfig(ctx, cfg.ChatOps, c.SSM)
 	if err != nil {
 		return nil, err
 	}
-	oc := chatops.Config{Signer: signer, Operators: cfg.ChatOps.Operators, Once: d.Store, DLQs: cfg.ChatOps.DLQs,
+	byChannel, err := lineclients.Operators(ctx, cfg.Channels, c.SSM)
+	if err != nil {
+		return nil, err
+	}
+	oc := chatops.Config{Signer: signer, Operators: cfg.ChatOps.Operators, ChannelOperators: byChannel, Once: d.Store, DLQs: cfg.ChatOps.DLQs,
 		Silencer: d.Silencer, Log: c.Logger, Metrics: c.Metrics}
 	if d.Queues != nil {
 		oc.Queues = d.Queues
 	}
 	if holding {
 		oc.Resend = func(ctx context.Context) (held.Report, error) {
-			return held.Resend(ctx, d.Queues, cfg.HeldQueueURL, line(), 0, c.Logger)
+			return held.ResendChannels(ctx, d.Queues, cfg.HeldQueueURL, clients.Pushers(), 0, c.Logger)
 		}
 	}
 	return chatops.New(oc)

@@ -166,7 +166,7 @@ func TestHandlersGetStepsAndSessions(t *testing.T) {
 			t.Fatalf("record %d: resp %+v err %v", i, resp, err)
 		}
 	}
-	got, err := store.Get(context.Background(), idempotency.SessionKey("Uuser0001"))
+	got, err := store.Get(context.Background(), idempotency.SessionKey("", "Uuser0001"))
 	if err != nil || got.Version != 2 || !strings.Contains(string(got.Value), `["one","two"]`) {
 		t.Fatalf("session %s at version %d, %v; want both texts at version 2", got.Value, got.Version, err)
 	}
