@@ -109,7 +109,9 @@ func channels(ctx context.Context, cfg config.Webhook, c compose.Common) ([]ingr
 		wc := ingress.Channel{Name: ch.Name, Secrets: v[:2], BotUserID: v[2]}
 		if ch.Secret.Param != "" && c.SSM != nil {
 			ssm, ch := c.SSM, ch
-			wc.Reread = func(ctx context.Context) ([]string, error) { return secrets.Resolve(ctx, ssm, ch.Secret, ch.PreviousSecret) }
+			wc.Reread = func(ctx context.Context) ([]string, error) {
+				return secrets.Resolve(ctx, ssm, ch.Secret, ch.PreviousSecret)
+			}
 			wc.Cooldown = cfg.SecretRefreshCooldown
 		}
 		out = append(out, wc)
