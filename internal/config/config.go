@@ -229,10 +229,6 @@ type Paging struct {
 	ChatOps   ChatOps  // the key that signs the cards' buttons
 	TimeZone  string   // OPERATOR_TIMEZONE, default Asia/Tokyo: the cards' times (the quota's month)
 	Metrics   string   // METRICS_NAMESPACE
-	// Channels are the named channels (LINE_CHANNELS) beside the default
-	// one: each one's token and operators (its quota cards, and the
-	// notices of its events).
-	Channels []Channel
 }
 
 // paging reads Paging; operators says whom OPERATOR_LINE_IDS names, for
@@ -245,7 +241,6 @@ func (r *reader) paging(operators string) Paging {
 		Metrics:  r.str("METRICS_NAMESPACE", "linegate"),
 	}
 	c.Operators = r.operators(r.required("OPERATOR_LINE_IDS", operators))
-	c.Channels = r.channels(needs{token: true, operators: true}, c.Auth.Mode)
 	if _, err := time.LoadLocation(c.TimeZone); err != nil {
 		r.problem("OPERATOR_TIMEZONE %q is not a time zone (use an IANA name such as Asia/Tokyo): %v", c.TimeZone, err)
 	}

@@ -48,6 +48,10 @@ type Quota struct {
 	HeldQueueURL string // HELD_QUEUE_URL: the held results waiting for quota; optional
 	WarnPercent  int    // QUOTA_WARN_PERCENT, default 80
 	AlarmPercent int    // QUOTA_ALARM_PERCENT, default 95
+	// Channels are the named channels (LINE_CHANNELS) beside the default
+	// one: each has its own monthly quota, read with its own token, and
+	// its cards go to its own operators (else to OPERATOR_LINE_IDS).
+	Channels []Channel
 }
 
 // LoadQuota reads and validates the quota governor's configuration.
@@ -59,6 +63,7 @@ func LoadQuota(env Getenv) (Quota, error) {
 		WarnPercent:  int(r.int("QUOTA_WARN_PERCENT", 80, 1, 100)),
 		AlarmPercent: int(r.int("QUOTA_ALARM_PERCENT", 95, 1, 100)),
 	}
+	c.Channels = r.channels(needs{token: true, operators: true}, c.Auth.Mode)
 	if c.WarnPercent >= c.AlarmPercent {
 		r.problem("QUOTA_WARN_PERCENT (%d) must be below QUOTA_ALARM_PERCENT (%d)", c.WarnPercent, c.AlarmPercent)
 	}

@@ -26,6 +26,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/linegate/linegate/internal/alert"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/held"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/telemetry"
@@ -65,8 +66,12 @@ type HeldQueue interface {
 // refreshPerRun bounds how many held items one run looks at for refreshing.
 const refreshPerRun = 500
 
-// Governor checks the quota once per Run.
+// Governor checks the quota of one channel once per Run.
 type Governor struct {
+	// Channel is the channel whose quota Line reads ("" for the default
+	// one): each official account has its own monthly limit. A named
+	// channel's cards say which channel they are about.
+	Channel string
 	Line    quotaReader
 	Cards   notifier
 	Held    HeldQueue // nil: no HeldQueue
@@ -136,7 +141,7 @@ func (g *Governor) Run(ctx context.Context) (Status, error) {
 		st.Held = n
 		g.Metrics.Count(MetricHeld, float64(n))
 	}
-	g.Log.InfoContext(ctx, "quota checked", "limited", q.Limited, "limit", q.Limit, "used", q.Used,
+	g.Log.InfoContext(ctx, "quota checked", "channel", channel.Label(g.Channel), "limited", q.Limited, "limit", q.Limit, "used", q.Used,
 		"percent", st.Percent, "projected", st.Projected, "level", st.Level, "held", st.Held)
 
 	var cards []alert.Notice
@@ -177,10 +182,17 @@ func (g *Governor) quotaCard(st Status, month, day string) alert.Notice {
 		threshold = g.AlarmPercent
 	}
 	q := st.Quota
+	title := fmt.Sprintf("Push quota over %d%%", threshold)
+	if g.Channel != channel.Default {
+		title += " (channel " + g.Channel + ")"
+	}
 	return alert.Notice{
-		ID:    fmt.Sprintf("quota:%s:%s:%d:%s", month, st.Level, q.Limit, day),
+		// A named channel's card is its own: its retry key never meets the
+		// default channel's card of the same day (its cards may go out
+		// through the default channel).
+		ID:    channel.Scope(g.Channel, fmt.Sprintf("quota:%s:%s:%d:%s", month, st.Level, q.Limit, day)),
 		Level: st.Level, Badge: "QUOTA " + st.Level,
-		Title:    fmt.Sprintf("Push quota over %d%%", threshold),
+		Title:    title,
 		Headline: fmt.Sprintf("%.0f%% of this month's %s messages used (%s).", st.Percent, thousands(q.Limit), thousands(q.Used)),
 		Detail: fmt.Sprintf("At this month's pace: %s by the month's end (%.0f%% of the limit). "+
 			"Replies are free; pushes beyond the limit are held, not lost. Raise the limit in LINE Official Account Manager if needed.",
@@ -261,4 +273,26 @@ func thousands(n int64) string {
 		return "-" + s
 	}
 	return s
+}
+
+// Governors are the governors of every channel of a stack: the default
+// channel's (which also keeps the HeldQueue: held items of every channel
+// wait there) and one per named channel, each reading its own channel's
+// quota with its own token and paging its own operators.
+type Governors struct {
+	Default *Governor
+	Named   []*Governor
+}
+
+// Run runs every channel's governor and returns the default channel's
+// status; every governor runs whatever the others did, and their errors
+// are joined, each named channel's naming it.
+func (gs *Governors) Run(ctx context.Context) (Status, error) {
+	st, err := gs.Default.Run(ctx)
+	for _, g := range gs.Named {
+		if _, gerr := g.Run(ctx); gerr != nil {
+			err = errors.Join(err, fmt.Errorf("channel %s: %w", g.Channel, gerr))
+		}
+	}
+	return st, err
 }

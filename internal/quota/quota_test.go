@@ -204,3 +204,40 @@ func TestGovernorThresholdBoundaries(t *testing.T) {
 		})
 	}
 }
+
+// Each channel's governor reads its own channel's quota and pages about
+// it: the named channel's card says which channel it is about and is a
+// card of its own (not the default channel's of the same day, even when
+// both go out through one channel); a failing channel does not stop the
+// others, and is named.
+func TestGovernorsPerChannel(t *testing.T) {
+	mid := time.Date(2026, 12, 16, 0, 0, 0, 0, time.UTC)
+	def := newFixture(t, mid)
+	lineB := linemock.New()
+	srvB := httptest.NewServer(lineB)
+	t.Cleanup(srvB.Close)
+	quiet := slog.New(slog.DiscardHandler)
+	readB := lineapi.New("tb", lineapi.WithBaseURL(srvB.URL), lineapi.WithLogger(quiet))
+	// b has no operators of its own: its cards go through the default
+	// channel to the stack's operators.
+	through := def.gov.Cards
+	b := &quota.Governor{Channel: "b", Line: readB, Cards: through, Loc: time.UTC, Now: testclock.New(mid).Now, Log: quiet, Metrics: &testmetrics.Recorder{}}
+	gs := &quota.Governors{Default: def.gov, Named: []*quota.Governor{b}}
+	def.line.SetQuota(linemock.Quota{Limit: 1000, Used: 850})
+	lineB.SetQuota(linemock.Quota{Limit: 500, Used: 480})
+	st, err := gs.Run(context.Background())
+	if err != nil || st.Level != "WARN" || st.Quota.Limit != 1000 {
+		t.Fatalf("%+v %v: want the default channel's status", st, err)
+	}
+	msgs := def.line.Messages()
+	if len(msgs) != 2 {
+		t.Fatalf("%d cards through the default channel, want its own and b's", len(msgs))
+	}
+	if !strings.Contains(string(msgs[1].Messages[0]), "channel b") || msgs[0].RetryKey == msgs[1].RetryKey {
+		t.Fatalf("b's card %s; retry keys %s %s", msgs[1].Messages[0], msgs[0].RetryKey, msgs[1].RetryKey)
+	}
+	lineB.Inject(linemock.Fault{Path: linemock.PathQuota, Status: 500, Times: 10})
+	if _, err := gs.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "channel b") {
+		t.Fatalf("err %v, want channel b named", err)
+	}
+}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -48,6 +49,7 @@ type Metrics struct {
 	dims      map[string]string
 	order     []string
 	series    map[string]*series
+	children  []*Metrics // With's: flushed with this one
 }
 
 type series struct {
@@ -89,6 +91,22 @@ func (m *Metrics) SetDimension(k, v string) {
 	m.dims[k] = v
 }
 
+// With returns metrics written to the same writer under the same
+// namespace with m's dimensions and dimension k set to v besides (a named
+// channel's quota under Channel=NAME), flushed whenever m is. Dimensions
+// set on m later are not the child's.
+func (m *Metrics) With(k, v string) *Metrics {
+	c := NewMetrics(m.w, m.namespace, WithClock(m.now))
+	m.mu.Lock()
+	for _, key := range m.dimKeys {
+		c.SetDimension(key, m.dims[key])
+	}
+	m.children = append(m.children, c)
+	m.mu.Unlock()
+	c.SetDimension(k, v)
+	return c
+}
+
 // Count records n occurrences of name (unit Count).
 func (m *Metrics) Count(name string, n float64) { m.observe(name, unitCount, n) }
 
@@ -118,8 +136,20 @@ func (m *Metrics) observe(name, unit string, v float64) {
 // JSON line carries up to 100 metrics with up to 100 values each; more make
 // more lines. A metric observed once is a number, more often an array.
 // Metrics named like a dimension are dropped (they would collide at the top
-// level). Nothing recorded writes nothing.
+// level). Nothing recorded writes nothing. The metrics made by With are
+// flushed after m's.
 func (m *Metrics) Flush() error {
+	err := m.flush()
+	m.mu.Lock()
+	children := m.children
+	m.mu.Unlock()
+	for _, c := range children {
+		err = errors.Join(err, c.Flush())
+	}
+	return err
+}
+
+func (m *Metrics) flush() error {
 	m.mu.Lock()
 	order, all := m.order, m.series
 	m.order, m.series = nil, map[string]*series{}

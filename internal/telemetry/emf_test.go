@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -400,5 +401,38 @@ func TestValidateEMFRejects(t *testing.T) {
 		if err := validateEMF([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted %s", name, doc)
 		}
+	}
+}
+
+// A child made by With writes under the parent's dimensions plus its own,
+// and is flushed with the parent.
+func TestMetricsWith(t *testing.T) {
+	var out bytes.Buffer
+	m := NewMetrics(&out, "linegate")
+	m.SetDimension("Function", "quota")
+	c := m.With("Channel", "b")
+	m.Count("QuotaMessagesUsed", 1)
+	c.Count("QuotaMessagesUsed", 7)
+	if err := m.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %s", len(lines), out.String())
+	}
+	var parent, child map[string]any
+	if json.Unmarshal([]byte(lines[0]), &parent) != nil || json.Unmarshal([]byte(lines[1]), &child) != nil {
+		t.Fatalf("not JSON: %s", out.String())
+	}
+	if parent["QuotaMessagesUsed"] != 1.0 || parent["Channel"] != nil || child["QuotaMessagesUsed"] != 7.0 || child["Channel"] != "b" || child["Function"] != "quota" {
+		t.Fatalf("parent %v, child %v", parent, child)
+	}
+	dims := child["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Dimensions"]
+	if fmt.Sprint(dims) != "[[Function Channel]]" {
+		t.Fatalf("child dimensions %v", dims)
+	}
+	out.Reset()
+	if err := m.Flush(); err != nil || out.Len() != 0 {
+		t.Fatalf("a second flush wrote %q (%v)", out.String(), err)
 	}
 }

@@ -39,12 +39,21 @@ func Cards(ctx context.Context, o Operators, c compose.Common, extra ...alert.Op
 	if err != nil {
 		return nil, nil, fmt.Errorf("LINE credentials: %w", err)
 	}
-	loc, err := time.LoadLocation(o.TimeZone)
-	if err != nil {
-		return nil, nil, fmt.Errorf("operator time zone: %w", err)
-	}
 	line := lineapi.New("", lineapi.WithBaseURL(o.Auth.APIBaseURL), lineapi.WithLogger(c.Logger),
 		lineapi.WithMetrics(c.Metrics), lineapi.WithHTTPClient(c.HTTPClient), lineapi.WithTokenSource(tokens))
+	n, err := CardsThrough(ctx, line, o, c, extra...)
+	return n, line, err
+}
+
+// CardsThrough is Cards pushing through line, a client the caller made
+// (of the channel the cards go out through: lineclients); o.Auth is not
+// read.
+func CardsThrough(ctx context.Context, line *lineapi.Client, o Operators, c compose.Common, extra ...alert.Option) (*alert.Notifier, error) {
+	c = c.WithDefaults()
+	loc, err := time.LoadLocation(o.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("operator time zone: %w", err)
+	}
 	opts := []alert.Option{alert.WithTimeZone(loc), alert.WithLogger(c.Logger), alert.WithMetrics(c.Metrics)}
 	if o.Region != "" {
 		opts = append(opts, alert.WithRegion(o.Region))
@@ -52,10 +61,9 @@ func Cards(ctx context.Context, o Operators, c compose.Common, extra ...alert.Op
 	if o.ChatOps.Enabled() {
 		signer, err := postback.FromConfig(ctx, o.ChatOps, c.SSM)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		opts = append(opts, alert.WithButtons(signer, o.ChatOps.TTL, o.ChatOps.DLQs))
 	}
-	n, err := alert.New(line, o.IDs, append(opts, extra...)...)
-	return n, line, err
+	return alert.New(line, o.IDs, append(opts, extra...)...)
 }
