@@ -53,7 +53,7 @@ type WebhookTester func(ctx context.Context, endpoint string) (status int, reaso
 // WithChannel sets the channel's ID and secret, so the stateless token
 // endpoint issues tokens to them.
 func WithChannel(id, secret string) Option {
-	return func(s *Server) { s.channelID, s.channelSecret = id, secret }
+	return func(s *Server) { s.def.id, s.def.secret = id, secret }
 }
 
 // WithAssertionKey registers the public half of an assertion signing key
@@ -92,31 +92,53 @@ type Channel struct {
 	Redelivery bool   `json:"redelivery"`
 }
 
-// SetQuota sets the month's limit and use. A push is refused with LINE's
-// 429 monthly-limit answer once use reaches a non-negative limit.
-func (s *Server) SetQuota(q Quota) { store(s, &s.quota, q) }
+// SetQuota sets the default channel's month's limit and use. A push is
+// refused with LINE's 429 monthly-limit answer once use reaches a
+// non-negative limit.
+func (s *Server) SetQuota(q Quota) { s.SetChannelQuota("", q) }
 
-// CurrentQuota returns the month's limit and use.
-func (s *Server) CurrentQuota() Quota { return load(s, &s.quota) }
+// CurrentQuota returns the default channel's month's limit and use.
+func (s *Server) CurrentQuota() Quota { return s.ChannelQuota("") }
 
-// SetChannel sets the webhook URL, "Use webhook" and webhook redelivery.
-func (s *Server) SetChannel(c Channel) { store(s, &s.channel, c) }
-
-// ChannelSettings returns the channel's webhook settings.
-func (s *Server) ChannelSettings() Channel { return load(s, &s.channel) }
-
-// store sets a field of s under its lock.
-func store[T any](s *Server, field *T, v T) {
+// SetChannelQuota sets channel ch's month's limit and use: each channel
+// has its own quota. An unknown channel changes nothing.
+func (s *Server) SetChannelQuota(ch string, q Quota) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	*field = v
+	if a := s.accountLocked(ch); a != nil {
+		a.quota = q
+	}
 }
 
-// load reads a field of s under its lock.
-func load[T any](s *Server, field *T) T {
+// ChannelQuota returns channel ch's month's limit and use.
+func (s *Server) ChannelQuota(ch string) Quota {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return *field
+	return s.accountLocked(ch).quota
+}
+
+// SetChannel sets the default channel's webhook URL, "Use webhook" and
+// webhook redelivery.
+func (s *Server) SetChannel(c Channel) { s.SetChannelSettings("", c) }
+
+// ChannelSettings returns the default channel's webhook settings.
+func (s *Server) ChannelSettings() Channel { return s.NamedChannelSettings("") }
+
+// SetChannelSettings sets channel ch's webhook settings.
+func (s *Server) SetChannelSettings(ch string, c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.accountLocked(ch); a != nil {
+		a.settings = c
+	}
+}
+
+// NamedChannelSettings returns channel ch's webhook settings ("" for the
+// default channel).
+func (s *Server) NamedChannelSettings(ch string) Channel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accountLocked(ch).settings
 }
 
 // ExpireTokens expires every issued token at once, as if their lifetime had
@@ -124,8 +146,9 @@ func load[T any](s *Server, field *T) T {
 func (s *Server) ExpireTokens() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.issued {
-		s.issued[k] = time.Time{}
+	for k, it := range s.issued {
+		it.expires = time.Time{}
+		s.issued[k] = it
 	}
 }
 
@@ -137,27 +160,41 @@ func (s *Server) IssuedTokens() int {
 }
 
 // QuotaHandler serves POST /_local/line/quota ({"limit": N, "used": M}) and
-// GET (the current values).
+// GET (the current values); ?channel=NAME is a named channel's.
 func (s *Server) QuotaHandler() http.Handler {
-	return settingsHandler(s.CurrentQuota, s.SetQuota, func(q Quota) bool { return q.Used >= 0 },
+	return settingsHandler(s, s.ChannelQuota, s.SetChannelQuota, func(q Quota) bool { return q.Used >= 0 },
 		`want {"limit": N, "used": M} with M >= 0 (a negative limit means none)`)
 }
 
 // ChannelHandler serves GET and PUT /_local/line/channel: the channel's
 // webhook URL, "Use webhook" and redelivery settings, the console page the
-// Messaging API has no read access to (redelivery).
+// Messaging API has no read access to (redelivery); ?channel=NAME is a
+// named channel's.
 func (s *Server) ChannelHandler() http.Handler {
-	return settingsHandler(s.ChannelSettings, s.SetChannel, func(Channel) bool { return true },
+	return settingsHandler(s, s.NamedChannelSettings, s.SetChannelSettings, func(Channel) bool { return true },
 		`want {"endpoint": URL, "active": bool, "redelivery": bool}`)
 }
 
-// settingsHandler serves one of the local console's settings: GET reads
-// it, POST or PUT replaces it with a JSON body that valid accepts.
-func settingsHandler[T any](get func() T, set func(T), valid func(T) bool, usage string) http.Handler {
+// settingsHandler serves one of the local console's settings of the
+// channel ?channel= names (the default channel without it): GET reads it,
+// POST or PUT replaces it with a JSON body that valid accepts; an unknown
+// channel is 404.
+func settingsHandler[T any](s *Server, get func(string) T, set func(string, T), valid func(T) bool, usage string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch := r.URL.Query().Get("channel")
+		if ch == "default" {
+			ch = ""
+		}
+		s.mu.Lock()
+		known := s.accountLocked(ch) != nil
+		s.mu.Unlock()
+		if !known {
+			writeJSON(w, http.StatusNotFound, errorBody{Message: "no such channel"})
+			return
+		}
 		switch r.Method {
 		case http.MethodGet:
-			writeJSON(w, http.StatusOK, get())
+			writeJSON(w, http.StatusOK, get(ch))
 		case http.MethodPost, http.MethodPut:
 			var v T
 			dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
@@ -166,7 +203,7 @@ func settingsHandler[T any](get func() T, set func(T), valid func(T) bool, usage
 				writeJSON(w, http.StatusBadRequest, errorBody{Message: usage})
 				return
 			}
-			set(v)
+			set(ch, v)
 			writeJSON(w, http.StatusOK, v)
 		default:
 			w.Header().Set("Allow", "GET, POST, PUT")
@@ -175,13 +212,8 @@ func settingsHandler[T any](get func() T, set func(T), valid func(T) bool, usage
 	})
 }
 
-// monthlyLimitReachedLocked reports whether a push must be refused.
-func (s *Server) monthlyLimitReachedLocked() bool {
-	return s.quota.Limit >= 0 && s.quota.Used >= s.quota.Limit
-}
-
-func (s *Server) handleQuota(w http.ResponseWriter, _ *http.Request, _ string) {
-	q := s.CurrentQuota()
+func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request, _ string) {
+	q := s.ChannelQuota(channelOf(r))
 	if q.Limit < 0 {
 		writeJSON(w, http.StatusOK, map[string]any{"type": "none"})
 		return
@@ -189,13 +221,14 @@ func (s *Server) handleQuota(w http.ResponseWriter, _ *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, map[string]any{"type": "limited", "value": q.Limit})
 }
 
-func (s *Server) handleConsumption(w http.ResponseWriter, _ *http.Request, _ string) {
-	writeJSON(w, http.StatusOK, map[string]any{"totalUsage": s.CurrentQuota().Used})
+func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request, _ string) {
+	writeJSON(w, http.StatusOK, map[string]any{"totalUsage": s.ChannelQuota(channelOf(r)).Used})
 }
 
 func (s *Server) handleWebhookEndpoint(w http.ResponseWriter, r *http.Request, _ string) {
+	ch := channelOf(r)
 	if r.Method == http.MethodGet {
-		c := s.ChannelSettings()
+		c := s.NamedChannelSettings(ch)
 		if c.Endpoint == "" {
 			// LINE answers 404 when no webhook URL is set.
 			writeJSON(w, http.StatusNotFound, errorBody{Message: "Not found"})
@@ -219,7 +252,7 @@ func (s *Server) handleWebhookEndpoint(w http.ResponseWriter, r *http.Request, _
 		return
 	}
 	s.mu.Lock()
-	s.channel.Endpoint = ep
+	s.accountLocked(ch).settings.Endpoint = ep
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, struct{}{})
 }
@@ -229,16 +262,20 @@ func (s *Server) handleWebhookTest(w http.ResponseWriter, r *http.Request, _ str
 		Endpoint string `json:"endpoint"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req)
+	ch := channelOf(r)
 	ep := req.Endpoint
 	if ep == "" {
-		ep = s.ChannelSettings().Endpoint
+		ep = s.NamedChannelSettings(ch).Endpoint
 	}
 	if ep == "" {
 		writeJSON(w, http.StatusBadRequest, errorBody{Message: "The webhook URL is not set"})
 		return
 	}
 	status, reason := 0, "no webhook tester configured"
-	if s.tester != nil {
+	switch {
+	case s.chanTester != nil:
+		status, reason = s.chanTester(r.Context(), ch, ep)
+	case s.tester != nil && ch == "":
 		status, reason = s.tester(r.Context(), ep)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -257,18 +294,19 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	f := r.PostForm
 	ttl := s.tokenTTL
+	ch, stateless := s.statelessClient(f.Get("client_id"), f.Get("client_secret"))
 	switch {
 	case f.Get("client_assertion") != "":
-		life, ok := s.verifyAssertion(f.Get("client_assertion_type"), f.Get("client_assertion"))
+		life, assertedCh, ok := s.verifyAssertion(f.Get("client_assertion_type"), f.Get("client_assertion"))
 		if !ok {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": MsgInvalidClient, "error_description": "invalid client assertion"})
 			return
 		}
+		ch = assertedCh
 		if r.URL.Path == PathTokenV21 {
 			ttl = life
 		}
-	case r.URL.Path == PathTokenStateless && s.channelID != "" &&
-		f.Get("client_id") == s.channelID && f.Get("client_secret") == s.channelSecret:
+	case r.URL.Path == PathTokenStateless && stateless:
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": MsgInvalidClient, "error_description": "invalid client_id or client_secret"})
 		return
@@ -276,15 +314,15 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, _ string) {
 	tok := "lm." + uuid.NewString()
 	s.mu.Lock()
 	if s.issued == nil {
-		s.issued = map[string]time.Time{}
+		s.issued = map[string]issuedToken{}
 	}
 	now := s.now()
-	for k, exp := range s.issued {
-		if !now.Before(exp) {
+	for k, it := range s.issued {
+		if !now.Before(it.expires) {
 			delete(s.issued, k)
 		}
 	}
-	s.issued[tok] = now.Add(ttl)
+	s.issued[tok] = issuedToken{expires: now.Add(ttl), channel: ch}
 	s.issuedCount++
 	s.mu.Unlock()
 	body := map[string]any{"token_type": "Bearer", "access_token": tok, "expires_in": int64(ttl / time.Second)}
@@ -296,14 +334,15 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request, _ string) {
 
 // verifyAssertion checks a v2.1 JWT: RS256 signed by a registered key, iss
 // and sub the channel, aud LINE's API, not expired; it returns the token
-// lifetime asked for (token_exp, capped at 30 days).
-func (s *Server) verifyAssertion(typ, jwt string) (time.Duration, bool) {
+// lifetime asked for (token_exp, capped at 30 days) and the channel the
+// iss names ("" for the default channel, or an ID no channel has).
+func (s *Server) verifyAssertion(typ, jwt string) (time.Duration, string, bool) {
 	if typ != jwtBearer {
-		return 0, false
+		return 0, "", false
 	}
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
-		return 0, false
+		return 0, "", false
 	}
 	var h struct{ Alg, Kid string }
 	var c struct {
@@ -312,24 +351,31 @@ func (s *Server) verifyAssertion(typ, jwt string) (time.Duration, bool) {
 		TokenExp      int64 `json:"token_exp"`
 	}
 	if !decodeSegment(parts[0], &h) || !decodeSegment(parts[1], &c) || h.Alg != "RS256" {
-		return 0, false
+		return 0, "", false
 	}
 	s.mu.Lock()
 	key := s.assertionKeys[h.Kid]
+	defID := s.def.id
+	ch, named := "", false
+	for name, a := range s.named {
+		if a.id != "" && a.id == c.Iss {
+			ch, named = name, true
+		}
+	}
 	s.mu.Unlock()
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if key == nil || err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig) != nil {
-		return 0, false
+		return 0, "", false
 	}
-	if c.Iss == "" || c.Iss != c.Sub || (s.channelID != "" && c.Iss != s.channelID) || c.Aud != assertionAudience ||
+	if c.Iss == "" || c.Iss != c.Sub || (defID != "" && c.Iss != defID && !named) || c.Aud != assertionAudience ||
 		!s.now().Before(time.Unix(c.Exp, 0)) || c.TokenExp <= 0 {
-		return 0, false
+		return 0, "", false
 	}
-	return min(time.Duration(c.TokenExp)*time.Second, maxV21TokenTTL), true
+	return min(time.Duration(c.TokenExp)*time.Second, maxV21TokenTTL), ch, true
 }
 
 func decodeSegment(seg string, v any) bool {
@@ -339,6 +385,6 @@ func decodeSegment(seg string, v any) bool {
 
 // validIssuedLocked reports whether token was issued and has not expired.
 func (s *Server) validIssuedLocked(token string) bool {
-	exp, ok := s.issued[token]
-	return ok && s.now().Before(exp)
+	it, ok := s.issued[token]
+	return ok && s.now().Before(it.expires)
 }

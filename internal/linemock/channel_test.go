@@ -66,7 +66,7 @@ func FuzzAssertion(f *testing.F) {
 	f.Add(jwtBearer, "a.b")
 	f.Add("other", "x.y.z")
 	f.Fuzz(func(t *testing.T, typ, jwt string) {
-		if _, ok := s.verifyAssertion(typ, jwt); ok && !strings.Contains(jwt, ".") {
+		if _, _, ok := s.verifyAssertion(typ, jwt); ok && !strings.Contains(jwt, ".") {
 			t.Fatalf("verified %q", jwt)
 		} else if ok {
 			t.Fatalf("verified an assertion nobody signed: %q", jwt)

@@ -20,6 +20,7 @@ package linemock
 
 import (
 	"bytes"
+	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
@@ -123,6 +124,9 @@ type Record struct {
 	RequestID string `json:"requestId"`
 	// At is when the Server accepted the send (its clock).
 	At time.Time `json:"at"`
+	// Channel is the channel whose token sent it ("" for the default
+	// channel, WithNamedChannel's name otherwise).
+	Channel string `json:"channel,omitempty"`
 }
 
 // LoadingCall is one accepted loading-animation request.
@@ -131,6 +135,7 @@ type LoadingCall struct {
 	Seconds   int       `json:"loadingSeconds"`
 	RequestID string    `json:"requestId"`
 	At        time.Time `json:"at"`
+	Channel   string    `json:"channel,omitempty"` // whose token asked for it
 }
 
 // ReadMark is one accepted mark-as-read request: LINE shows "Read" on the
@@ -145,6 +150,7 @@ type ReadMark struct {
 	Token     string    `json:"markAsReadToken"`
 	RequestID string    `json:"requestId"`
 	At        time.Time `json:"at"`
+	Channel   string    `json:"channel,omitempty"` // whose token asked for it
 }
 
 // Call identifies a request by path and the status it was answered with, the
@@ -207,9 +213,9 @@ type Option func(*Server)
 // any non-empty bearer token is accepted.
 func WithTokens(tokens ...string) Option {
 	return func(s *Server) {
-		s.tokens = make(map[string]struct{}, len(tokens))
+		s.def.tokens = make(map[string]struct{}, len(tokens))
 		for _, t := range tokens {
-			s.tokens[t] = struct{}{}
+			s.def.tokens[t] = struct{}{}
 		}
 	}
 }
@@ -253,7 +259,7 @@ func WithOnRead(f func(ReadMark)) Option { return func(s *Server) { s.onRead = f
 func WithOnRecord(f func(Record)) Option { return func(s *Server) { s.onRecord = f } }
 
 // WithBotInfo sets the body of GET /v2/bot/info.
-func WithBotInfo(b BotInfo) Option { return func(s *Server) { s.botInfo = b } }
+func WithBotInfo(b BotInfo) Option { return func(s *Server) { s.def.bot = b } }
 
 // WithRequestIDs sets the generator of x-line-request-id values (default
 // random UUIDs), for deterministic records in golden tests.
@@ -265,25 +271,22 @@ type Server struct {
 	now           func() time.Time
 	replyTTL      time.Duration
 	acceptUnknown bool
-	botInfo       BotInfo
 	newRequestID  func() string
 	maxRecords    int
 	onLoading     func(LoadingCall)
 	onRead        func(ReadMark)
 	onRecord      func(Record)
 
-	channelID     string
-	channelSecret string
 	assertionKeys map[string]*rsa.PublicKey
 	tokenTTL      time.Duration
 	tester        WebhookTester
+	chanTester    ChannelWebhookTester
 
 	mu          sync.Mutex
-	tokens      map[string]struct{} // nil: any non-empty token (unless tokens are issued)
-	issued      map[string]time.Time
+	def         *account            // the default channel
+	named       map[string]*account // the named channels (WithNamedChannel)
+	issued      map[string]issuedToken
 	issuedCount int
-	quota       Quota
-	channel     Channel
 	replyTokens map[string]*replyToken
 	readTokens  map[string]readToken
 	readOrder   *ring.Buffer[string] // readTokens' keys, oldest first
@@ -299,6 +302,7 @@ type Server struct {
 
 type replyToken struct {
 	to       string
+	channel  string // the channel whose webhook carried it: only its token may use it
 	issuedAt time.Time
 	used     bool
 	unknown  bool // accepted under WithAcceptUnknownReplyTokens
@@ -309,6 +313,7 @@ type replyToken struct {
 // and using one again marks the same messages: it stays valid.
 type readToken struct {
 	chat, messageID string
+	channel         string // the bot that received it: only its token may use it
 }
 
 type acceptedPush struct {
@@ -322,7 +327,7 @@ func New(opts ...Option) *Server {
 	s := &Server{
 		now:          time.Now,
 		replyTTL:     DefaultReplyTokenTTL,
-		botInfo:      DefaultBotInfo,
+		def:          &account{bot: DefaultBotInfo, quota: Quota{Limit: -1}, settings: Channel{Active: true, Redelivery: true}},
 		newRequestID: uuid.NewString,
 		replyTokens:  map[string]*replyToken{},
 		readTokens:   map[string]readToken{},
@@ -330,8 +335,6 @@ func New(opts ...Option) *Server {
 		faults:       map[string][]*Fault{},
 		calls:        map[Call]int{},
 		tokenTTL:     StatelessTokenTTL,
-		quota:        Quota{Limit: -1},
-		channel:      Channel{Active: true, Redelivery: true},
 		maxRecords:   DefaultMaxRecords,
 	}
 	for _, o := range opts {
@@ -348,6 +351,12 @@ func New(opts ...Option) *Server {
 // event: the message messageID sent in chat (a user, group or room ID).
 // The local platform calls it for every message event it delivers.
 func (s *Server) IssueMarkAsReadToken(token, chat, messageID string) {
+	s.IssueChannelMarkAsReadToken("", token, chat, messageID)
+}
+
+// IssueChannelMarkAsReadToken is IssueMarkAsReadToken for a message event
+// of channel ch: only ch's access tokens may use it.
+func (s *Server) IssueChannelMarkAsReadToken(ch, token, chat, messageID string) {
 	if token == "" {
 		return
 	}
@@ -356,7 +365,7 @@ func (s *Server) IssueMarkAsReadToken(token, chat, messageID string) {
 	if _, known := s.readTokens[token]; known {
 		return
 	}
-	s.readTokens[token] = readToken{chat: chat, messageID: messageID}
+	s.readTokens[token] = readToken{chat: chat, messageID: messageID, channel: ch}
 	if old, evicted := s.readOrder.Push(token); evicted {
 		delete(s.readTokens, old)
 	}
@@ -389,10 +398,16 @@ func (s *Server) IssueReplyToken(token string, issuedAt time.Time) {
 // IssueReplyTokenTo is IssueReplyToken that also remembers the chat the token
 // answers (a user, group or room ID), so replies are recorded with a To.
 func (s *Server) IssueReplyTokenTo(token, to string, issuedAt time.Time) {
+	s.IssueChannelReplyToken("", token, to, issuedAt)
+}
+
+// IssueChannelReplyToken is IssueReplyTokenTo for a webhook of channel ch:
+// as on LINE, only ch's access tokens can reply with it.
+func (s *Server) IssueChannelReplyToken(ch, token, to string, issuedAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.now())
-	s.replyTokens[token] = &replyToken{to: to, issuedAt: issuedAt}
+	s.replyTokens[token] = &replyToken{to: to, channel: ch, issuedAt: issuedAt}
 }
 
 // Inject queues f: the next f.Times requests to f.Path get f's answer. Faults
@@ -580,64 +595,85 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, reqID string) {
 		rt.handle(s, w, r, reqID)
 		return
 	}
-	if status, msg, ok := s.authorize(r); !ok {
+	status, msg, ch, ok := s.authorize(r)
+	if !ok {
 		writeJSON(w, status, errorBody{Message: msg})
 		return
 	}
-	rt.handle(s, w, r, reqID)
+	rt.handle(s, w, r.WithContext(context.WithValue(r.Context(), channelKey{}, ch)), reqID)
 }
 
-func (s *Server) authorize(r *http.Request) (int, string, bool) {
+// channelKey carries the channel a request's token belongs to.
+type channelKey struct{}
+
+// channelOf is the channel whose token authorized r ("" for the default).
+func channelOf(r *http.Request) string {
+	ch, _ := r.Context().Value(channelKey{}).(string)
+	return ch
+}
+
+// authorize checks r's bearer token and names the channel it belongs to:
+// a token issued by the token endpoints is its channel's until it
+// expires; a named channel's (WithNamedChannel) is that channel's; any
+// other is the default channel's when WithTokens lists it (or names no
+// token at all).
+func (s *Server) authorize(r *http.Request) (int, string, string, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return http.StatusUnauthorized, MsgAuthRequired, false
+		return http.StatusUnauthorized, MsgAuthRequired, "", false
 	}
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return http.StatusUnauthorized, MsgAuthRequired, false
+		return http.StatusUnauthorized, MsgAuthRequired, "", false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.issued[token]; ok {
+	if it, ok := s.issued[token]; ok {
 		// An issued token is valid until it expires, whatever WithTokens says.
 		if s.validIssuedLocked(token) {
-			return 0, "", true
+			return 0, "", it.channel, true
 		}
-		return http.StatusUnauthorized, MsgAuthInvalid, false
+		return http.StatusUnauthorized, MsgAuthInvalid, "", false
 	}
-	if s.tokens == nil && s.channelID == "" && len(s.assertionKeys) == 0 {
-		return 0, "", true
+	for name, a := range s.named {
+		if _, ok := a.tokens[token]; ok {
+			return 0, "", name, true
+		}
 	}
-	if _, ok := s.tokens[token]; !ok {
-		return http.StatusUnauthorized, MsgAuthInvalid, false
+	if s.def.tokens == nil && s.def.id == "" && len(s.assertionKeys) == 0 {
+		return 0, "", "", true
 	}
-	return 0, "", true
+	if _, ok := s.def.tokens[token]; !ok {
+		return http.StatusUnauthorized, MsgAuthInvalid, "", false
+	}
+	return 0, "", "", true
 }
 
 // decoded adapts the handler of a decoded request to a route: a request
-// LINE would refuse is answered with its error and never reaches handle.
-func decoded[T any](decode func(*http.Request) (T, *apiError), handle func(s *Server, w http.ResponseWriter, req T, reqID string)) func(*Server, http.ResponseWriter, *http.Request, string) {
+// LINE would refuse is answered with its error and never reaches handle,
+// which is told the channel whose token made the request.
+func decoded[T any](decode func(*http.Request) (T, *apiError), handle func(s *Server, w http.ResponseWriter, req T, ch, reqID string)) func(*Server, http.ResponseWriter, *http.Request, string) {
 	return func(s *Server, w http.ResponseWriter, r *http.Request, reqID string) {
 		req, e := decode(r)
 		if e != nil {
 			writeAPIError(w, e)
 			return
 		}
-		handle(s, w, req, reqID)
+		handle(s, w, req, channelOf(r), reqID)
 	}
 }
 
-func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, reqID string) {
+func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, ch, reqID string) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tok, ok := s.replyTokens[req.replyToken]
 	switch {
 	case !ok && s.acceptUnknown:
-		tok = &replyToken{issuedAt: now, unknown: true}
+		tok = &replyToken{issuedAt: now, unknown: true, channel: ch}
 		s.replyTokens[req.replyToken] = tok
-	case !ok, tok.used, !now.Before(tok.issuedAt.Add(s.replyTTL)):
+	case !ok, tok.used, tok.channel != ch, !now.Before(tok.issuedAt.Add(s.replyTTL)):
 		writeJSON(w, http.StatusBadRequest, errorBody{Message: MsgInvalidReplyToken})
 		return
 	}
@@ -648,36 +684,39 @@ func (s *Server) handleReply(w http.ResponseWriter, req replyRequest, reqID stri
 	}
 	sent := s.acceptLocked(Record{
 		To: tok.to, Via: ViaReply, ReplyToken: req.replyToken, Messages: req.messages,
-		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
+		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now, Channel: ch,
 	}, req.types)
 	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
 }
 
-func (s *Server) handlePush(w http.ResponseWriter, req pushRequest, reqID string) {
+func (s *Server) handlePush(w http.ResponseWriter, req pushRequest, ch, reqID string) {
 	retryKey := req.retryKey
+	// A retry key is remembered per channel, as LINE keeps it per channel.
+	remembered := ch + "\x00" + retryKey
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a := s.accountLocked(ch)
 	if retryKey != "" {
-		if prev, ok := s.retryKeys[retryKey]; ok && now.Sub(prev.at) < RetryKeyTTL {
+		if prev, ok := s.retryKeys[remembered]; ok && now.Sub(prev.at) < RetryKeyTTL {
 			w.Header().Set(HeaderAcceptedRequestID, prev.requestID)
 			writeJSON(w, http.StatusConflict, errorBody{Message: MsgRetryKeyAccepted, SentMessages: prev.sent})
 			return
 		}
 	}
-	if s.monthlyLimitReachedLocked() {
+	if a.quota.Limit >= 0 && a.quota.Used >= a.quota.Limit {
 		// LINE processes nothing of a request it answers 429.
 		writeJSON(w, http.StatusTooManyRequests, errorBody{Message: MsgMonthlyLimit})
 		return
 	}
-	s.quota.Used++ // a push counts once per recipient, whatever its message count
+	a.quota.Used++ // a push counts once per recipient, whatever its message count
 	sent := s.acceptLocked(Record{
 		To: req.to, Via: ViaPush, RetryKey: retryKey, Messages: req.messages,
-		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now,
+		NotificationDisabled: req.notificationDisabled, RequestID: reqID, At: now, Channel: ch,
 	}, req.types)
 	if retryKey != "" {
 		s.sweepLocked(now)
-		s.retryKeys[retryKey] = acceptedPush{requestID: reqID, at: now, sent: sent}
+		s.retryKeys[remembered] = acceptedPush{requestID: reqID, at: now, sent: sent}
 	}
 	writeJSON(w, http.StatusOK, sentBody{SentMessages: sent})
 }
@@ -737,8 +776,8 @@ func quotable(t string) bool {
 	return false
 }
 
-func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, reqID string) {
-	c := LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now()}
+func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, ch, reqID string) {
+	c := LoadingCall{ChatID: req.chatID, Seconds: req.seconds, RequestID: reqID, At: s.now(), Channel: ch}
 	s.mu.Lock()
 	s.loading.Push(c)
 	s.mu.Unlock()
@@ -751,15 +790,15 @@ func (s *Server) handleLoading(w http.ResponseWriter, req loadingRequest, reqID 
 // handleMarkAsRead accepts a token the Server issued (any token under
 // WithAcceptUnknownReplyTokens, so LINE's samples replay) with 200 and an
 // empty object, and refuses others with LINE's 400.
-func (s *Server) handleMarkAsRead(w http.ResponseWriter, req markAsReadRequest, reqID string) {
+func (s *Server) handleMarkAsRead(w http.ResponseWriter, req markAsReadRequest, ch, reqID string) {
 	s.mu.Lock()
 	tok, ok := s.readTokens[req.token]
-	if !ok && !s.acceptUnknown {
+	if (!ok && !s.acceptUnknown) || (ok && tok.channel != ch) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusBadRequest, errorBody{Message: MsgInvalidReadToken})
 		return
 	}
-	m := ReadMark{Chat: tok.chat, MessageID: tok.messageID, Token: req.token, RequestID: reqID, At: s.now()}
+	m := ReadMark{Chat: tok.chat, MessageID: tok.messageID, Token: req.token, RequestID: reqID, At: s.now(), Channel: ch}
 	s.reads.Push(m)
 	s.mu.Unlock()
 	if s.onRead != nil {
@@ -768,8 +807,11 @@ func (s *Server) handleMarkAsRead(w http.ResponseWriter, req markAsReadRequest, 
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
-func (s *Server) handleBotInfo(w http.ResponseWriter, _ *http.Request, _ string) {
-	writeJSON(w, http.StatusOK, s.botInfo)
+func (s *Server) handleBotInfo(w http.ResponseWriter, r *http.Request, _ string) {
+	s.mu.Lock()
+	b := s.accountLocked(channelOf(r)).bot
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, b)
 }
 
 type sentMessage struct {

@@ -21,6 +21,9 @@ var allowed = []struct{ action, resource, reason string }{
 	{"logs:CreateLogGroup", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
 	{"logs:CreateLogStream", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
 	{"logs:PutLogEvents", "*", "AWSLambdaBasicExecutionRole, attached by SAM to every generated function role"},
+	{"ssm:GetParameters", "arn:aws:ssm:us-east-1:000000000000:parameter/linegate/channels/*",
+		"the named channels' parameters (ChannelParameterPath/NAME/...): a channel is added by configuration, and a template cannot list a parameter per name of a list"},
+	{"ssm:GetParameter", "arn:aws:ssm:us-east-1:000000000000:parameter/linegate/channels/*", "as ssm:GetParameters (the webhook's statement grants both)"},
 	{"logs:CreateLogStream", "arn:aws:logs:us-east-1:000000000000:log-group:/aws/lambda/*",
 		"the functions' own roles: their log groups are named after functions whose names CloudFormation generates, so a role cannot name its own without a dependency cycle"},
 	{"logs:PutLogEvents", "arn:aws:logs:us-east-1:000000000000:log-group:/aws/lambda/*", "as logs:CreateLogStream"},
@@ -350,22 +353,26 @@ func mentions(cond map[string]any, key string) bool {
 	return false
 }
 
-func evaluatorFor(t *testing.T, data []byte) *evaluator {
+func evaluatorFor(t *testing.T, data []byte, params ...map[string]string) *evaluator {
 	t.Helper()
 	root, err := decodeYAML(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newEvaluator(config{region: DefaultRegion, account: DefaultAccountID, stack: DefaultStackName, partition: "aws", urlSuffix: "amazonaws.com"}, root.(map[string]any), required)
+	p := required
+	if len(params) > 0 {
+		p = params[0]
+	}
+	e, err := newEvaluator(config{region: DefaultRegion, account: DefaultAccountID, stack: DefaultStackName, partition: "aws", urlSuffix: "amazonaws.com"}, root.(map[string]any), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func audit(t *testing.T, data []byte, used map[int]bool) []string {
+func audit(t *testing.T, data []byte, used map[int]bool, params ...map[string]string) []string {
 	t.Helper()
-	e := evaluatorFor(t, data)
+	e := evaluatorFor(t, data, params...)
 	grants, problems := functionGrants(t, e, policyTemplates(t))
 	grants = append(grants, resourcePolicies(t, e)...)
 	if len(grants) == 0 {
@@ -382,6 +389,15 @@ func TestLeastPrivilege(t *testing.T) {
 	used := map[int]bool{}
 	for _, v := range audit(t, data, used) {
 		t.Error(v)
+	}
+	// With named channels, the functions that read their parameters may
+	// read that path, and no more.
+	withChannels := map[string]string{"Channels": "b,brand-tw"}
+	for k, v := range required {
+		withChannels[k] = v
+	}
+	for _, v := range audit(t, data, used, withChannels) {
+		t.Error("with Channels: " + v)
 	}
 	for i, al := range allowed {
 		if !used[i] {

@@ -180,7 +180,12 @@ func TestRealTemplateSemantics(t *testing.T) {
 	if worker.Env["FUNCTION_TIMEOUT_SECONDS"] != strconv.Itoa(int(worker.Timeout/time.Second)) {
 		t.Errorf("FUNCTION_TIMEOUT_SECONDS %q vs Timeout %v", worker.Env["FUNCTION_TIMEOUT_SECONDS"], worker.Timeout)
 	}
-	if len(webhook.APIEvents) != 1 || webhook.APIEvents[0].Method != "POST" || webhook.APIEvents[0].Path != "/webhook" {
+	// The default channel's webhook, and each named channel's under its name.
+	routes := map[string]string{}
+	for _, a := range webhook.APIEvents {
+		routes[a.Path] = a.Method
+	}
+	if len(webhook.APIEvents) != 2 || routes["/webhook"] != "POST" || routes["/webhook/{channel}"] != "POST" {
 		t.Errorf("webhook API events = %+v", webhook.APIEvents)
 	}
 	if got := top.Outputs["WebhookUrl"]; got != "https://webhookapi.execute-api.us-east-1.amazonaws.com/prod/webhook" {
