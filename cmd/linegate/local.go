@@ -8,8 +8,10 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"slices"
 
 	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/pkg/bot"
@@ -26,6 +28,17 @@ func localCommand(fs *flag.FlagSet) action {
 	state := fs.String("state", "", "keep queues, DLQs, the DynamoDB tables and the event log in this directory: they survive a crash and a restart (make local uses .linegate)")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
 	tracing := fs.String("tracing", "", "the functions' tracing backend: xray (the X-Ray SDK) or otel (OpenTelemetry, OTLP datagrams to the local X-Ray daemon); default: the template's Tracing parameter")
+	var channels []string
+	fs.Func("channel", "serve one more LINE channel, NAME, at /webhook/NAME (repeatable); its secret is $LINE_CHANNEL_SECRET_<NAME> (upper-cased, - as _), else local-channel-secret-NAME", func(v string) error {
+		if err := channel.Valid(v); err != nil {
+			return err
+		}
+		if slices.Contains(channels, v) {
+			return fmt.Errorf("channel %s given twice", v)
+		}
+		channels = append(channels, v)
+		return nil
+	})
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *scale <= 0 {
 			return usageError{"--time-scale must be positive"}
@@ -49,7 +62,7 @@ func localCommand(fs *flag.FlagSet) action {
 			return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
 		}
 		cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
-			AllowRemote: *allowRemote, Token: *token, StateDir: *state, Tracing: backend}
+			AllowRemote: *allowRemote, Token: *token, StateDir: *state, Tracing: backend, Channels: channels}
 		if *verbose {
 			cfg.Logs = stderr
 		}
@@ -87,6 +100,9 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 		backend = endpoint
 	}
 	fmt.Fprintf(w, "linegate local ready: webhook %s (%s, time scale %g)\n", rt.WebhookURL(), backend, scale)
+	for _, ch := range rt.Channels() {
+		fmt.Fprintf(w, "  channel %s: webhook %s (try: go run ./cmd/linegate send --channel %s --text hello)\n", ch, rt.ChannelWebhookURL(ch), ch)
+	}
 	console := rt.URL() + "/"
 	if rt.Token() != "" && !tokenGiven {
 		console += "?token=" + rt.Token()

@@ -1,8 +1,8 @@
 // Command linegate is the developer CLI: run the whole pipeline locally, sign
 // and send webhooks, redrive dead-letter queues, and replay archived events.
 //
-//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch]
-//	linegate send    [--url URL] [--secret S] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
+//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch] [--channel NAME]...
+//	linegate send    [--url URL] [--secret S] [--channel NAME] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
 //	linegate sign    [--secret S] FILE
 //	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
 //	linegate env-json --stack NAME [--template template.yaml] [--out FILE]

@@ -12,20 +12,39 @@ import (
 	"os"
 	"time"
 
+	"github.com/linegate/linegate/internal/channel"
+	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/signature"
 )
 
 func sendCommand(fs *flag.FlagSet) action {
-	url := fs.String("url", "http://127.0.0.1:3000/webhook", "webhook URL")
-	secret := fs.String("secret", envOr("LINE_CHANNEL_SECRET", local.DefaultSecret), "channel secret (default $LINE_CHANNEL_SECRET or linegate local's)")
+	url := fs.String("url", "", "webhook URL (default http://127.0.0.1:3000/webhook, or /webhook/NAME with --channel NAME)")
+	secret := fs.String("secret", "", "channel secret (default $LINE_CHANNEL_SECRET or linegate local's; with --channel NAME $LINE_CHANNEL_SECRET_<NAME> or local-channel-secret-NAME)")
+	ch := fs.String("channel", "", "send as a user of the named channel NAME (linegate local --channel NAME): to its webhook, signed with its secret")
 	text := fs.String("text", "", "send a text message with this text")
 	user := fs.String("user", "U0000000000000000000000000000user", "the sending user's ID")
 	event := fs.String("event", "", "send an event of this type: follow, unfollow or postback")
 	data := fs.String("data", "action=demo", "postback data (with --event postback)")
 	file := fs.String("file", "", "send this webhook body as it is")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		name, err := channel.Parse(*ch)
+		if err != nil {
+			return usageError{"--channel: " + err.Error()}
+		}
+		if *url == "" {
+			*url = "http://127.0.0.1:3000/webhook"
+			if name != channel.Default {
+				*url += "/" + name
+			}
+		}
+		if *secret == "" {
+			*secret = envOr("LINE_CHANNEL_SECRET", local.DefaultSecret)
+			if name != channel.Default {
+				*secret = envOr("LINE_CHANNEL_SECRET_"+channel.EnvSuffix(name), local.ChannelSecret(name))
+			}
+		}
 		chosen := 0
 		for _, s := range []string{*text, *event, *file} {
 			if s != "" {
@@ -43,6 +62,9 @@ func sendCommand(fs *flag.FlagSet) action {
 			return postRaw(ctx, *url, *secret, body, stdout)
 		}
 		p := lineplatform.New(*url, []byte(*secret))
+		if name != channel.Default {
+			p = lineplatform.New(*url, []byte(*secret), lineplatform.WithDestination(envOr("BOT_USER_ID_"+channel.EnvSuffix(name), linemock.ChannelBotUserID(name))))
+		}
 		var ev json.RawMessage
 		switch {
 		case *text != "":

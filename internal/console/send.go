@@ -10,6 +10,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/lineplatform"
 )
 
@@ -50,6 +51,9 @@ type SendRequest struct {
 		GroupID string `json:"groupId,omitempty"`
 		RoomID  string `json:"roomId,omitempty"`
 	} `json:"chat"`
+	// Channel is the named channel the chat is with ("" for the default
+	// one): the event is signed with its secret and posted to its webhook.
+	Channel   string               `json:"channel,omitempty"`
 	Kind      string               `json:"kind"`
 	Text      string               `json:"text,omitempty"`
 	Emojis    []lineplatform.Emoji `json:"emojis,omitempty"`
@@ -100,6 +104,11 @@ func bad(format string, args ...any) error {
 // chats it can come from, texts within LINE's limits.
 func (q SendRequest) check() error {
 	c := q.Chat
+	if q.Channel != "" {
+		if err := channel.Valid(q.Channel); err != nil {
+			return bad("channel: %v", err)
+		}
+	}
 	switch {
 	case c.GroupID != "" && c.RoomID != "":
 		return bad("a chat is a group or a room, not both")

@@ -31,7 +31,10 @@ type Entry struct {
 	Seq  uint64    `json:"seq"`
 	At   time.Time `json:"at"`
 	Chat string    `json:"chat"`
-	From string    `json:"from"`
+	// Channel is the named channel the chat is with ("" for the default
+	// channel): one user in two channels is two chats.
+	Channel string `json:"channel,omitempty"`
+	From    string `json:"from"`
 	// Kind is "event", "reply", "push", "loading" or "read".
 	Kind string `json:"kind"`
 	// Event is the webhook event exactly as LINE sent it (Kind "event").
@@ -49,9 +52,11 @@ type Entry struct {
 }
 
 // Chat is one chat the transcript knows: its ID (a user, group or room),
-// its type, and its newest entry's number.
+// the channel it is with ("" for the default one), its type, and its
+// newest entry's number.
 type Chat struct {
 	ID      string `json:"id"`
+	Channel string `json:"channel,omitempty"`
 	Type    string `json:"type"`
 	LastSeq uint64 `json:"lastSeq"`
 	Entries int    `json:"entries"`
@@ -79,6 +84,7 @@ type Activity struct {
 	WebhookEventID string          `json:"webhookEventId"`
 	Type           string          `json:"type"`
 	Chat           string          `json:"chat,omitempty"`
+	Channel        string          `json:"channel,omitempty"`
 	SourceType     string          `json:"sourceType,omitempty"`
 	Destination    string          `json:"destination,omitempty"`
 	ReceivedAt     time.Time       `json:"receivedAt"`
@@ -129,11 +135,12 @@ type wireEvent struct {
 	Source         bot.Source `json:"source"`
 }
 
-// Webhook records the events of a webhook body the webhook received at at
-// (the caller has verified its signature): each event with a chat joins its
-// chat's transcript once (a redelivery carries the same webhookEventId),
-// and every event gets its activity entry.
-func (s *Store) Webhook(body []byte, at time.Time) {
+// Webhook records the events of a webhook body the webhook of channel ch
+// ("" for the default one) received at at (the caller has verified its
+// signature): each event with a chat joins its chat's transcript once (a
+// redelivery carries the same webhookEventId), and every event gets its
+// activity entry.
+func (s *Store) Webhook(ch string, body []byte, at time.Time) {
 	var b struct {
 		Destination string            `json:"destination"`
 		Events      []json.RawMessage `json:"events"`
@@ -152,12 +159,12 @@ func (s *Store) Webhook(body []byte, at time.Time) {
 		chat := e.Source.ChatID()
 		if chat != "" {
 			s.seen[e.WebhookEventID] = true
-			s.pushLocked(Entry{At: at, Chat: chat, From: "user", Kind: "event", Event: raw, WebhookEventID: e.WebhookEventID})
+			s.pushLocked(Entry{At: at, Chat: chat, Channel: ch, From: "user", Kind: "event", Event: raw, WebhookEventID: e.WebhookEventID})
 		}
 		if _, ok := s.activity[e.WebhookEventID]; ok {
 			continue
 		}
-		a := &Activity{WebhookEventID: e.WebhookEventID, Type: e.Type, Chat: chat, SourceType: string(e.Source.Type),
+		a := &Activity{WebhookEventID: e.WebhookEventID, Type: e.Type, Chat: chat, Channel: ch, SourceType: string(e.Source.Type),
 			Destination: b.Destination, ReceivedAt: at, Receives: []Receive{}}
 		if len(raw) <= maxRawEvent {
 			a.Event = raw
@@ -209,31 +216,34 @@ func entrySize(e Entry) int {
 	return n
 }
 
-// Sent records a message the bot sent to chat (a reply or a push).
-func (s *Store) Sent(chat, via, retryKey, requestID string, messages []json.RawMessage, at time.Time) {
+// Sent records a message the bot of channel ch sent to chat (a reply or a
+// push).
+func (s *Store) Sent(ch, chat, via, retryKey, requestID string, messages []json.RawMessage, at time.Time) {
 	s.mu.Lock()
-	s.pushLocked(Entry{At: at, Chat: chat, From: "bot", Kind: via, Messages: messages, RetryKey: retryKey, RequestID: requestID})
+	s.pushLocked(Entry{At: at, Chat: chat, Channel: ch, From: "bot", Kind: via, Messages: messages, RetryKey: retryKey, RequestID: requestID})
 	s.mu.Unlock()
 	s.onChange(TopicChat)
 }
 
-// Loading records a loading animation the bot started in chat.
-func (s *Store) Loading(chat string, seconds int, at time.Time) {
+// Loading records a loading animation the bot of channel ch started in
+// chat.
+func (s *Store) Loading(ch, chat string, seconds int, at time.Time) {
 	s.mu.Lock()
-	s.pushLocked(Entry{At: at, Chat: chat, From: "bot", Kind: "loading", LoadingSeconds: seconds})
+	s.pushLocked(Entry{At: at, Chat: chat, Channel: ch, From: "bot", Kind: "loading", LoadingSeconds: seconds})
 	s.mu.Unlock()
 	s.onChange(TopicChat)
 }
 
-// Read records the bot marking chat's messages read up to and including
-// the message messageID (LINE's mark as read). A mark without a chat (a
-// token the local LINE API did not issue) belongs to no transcript.
-func (s *Store) Read(chat, messageID string, at time.Time) {
+// Read records the bot of channel ch marking chat's messages read up to
+// and including the message messageID (LINE's mark as read). A mark
+// without a chat (a token the local LINE API did not issue) belongs to no
+// transcript.
+func (s *Store) Read(ch, chat, messageID string, at time.Time) {
 	if chat == "" {
 		return
 	}
 	s.mu.Lock()
-	s.pushLocked(Entry{At: at, Chat: chat, From: "bot", Kind: "read", ReadMessageID: messageID})
+	s.pushLocked(Entry{At: at, Chat: chat, Channel: ch, From: "bot", Kind: "read", ReadMessageID: messageID})
 	s.mu.Unlock()
 	s.onChange(TopicChat)
 }
@@ -271,17 +281,20 @@ func (s *Store) Activity(id string) (Activity, bool) {
 	return c, true
 }
 
-// Chats lists the chats in the transcript, the most recently active first.
+// Chats lists the chats in the transcript, the most recently active first:
+// one per channel and chat ID.
 func (s *Store) Chats() []Chat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byID := map[string]*Chat{}
+	type key struct{ channel, chat string }
+	byID := map[key]*Chat{}
 	var out []*Chat
 	for _, e := range s.entries {
-		c := byID[e.Chat]
+		k := key{e.Channel, e.Chat}
+		c := byID[k]
 		if c == nil {
-			c = &Chat{ID: e.Chat, Type: chatType(e.Chat)}
-			byID[e.Chat] = c
+			c = &Chat{ID: e.Chat, Channel: e.Channel, Type: chatType(e.Chat)}
+			byID[k] = c
 			out = append(out, c)
 		}
 		c.LastSeq = e.Seq
@@ -308,14 +321,14 @@ func chatType(id string) string {
 	return "user"
 }
 
-// Transcript returns the entries of chat numbered after after, oldest
-// first, at most limit of the newest.
-func (s *Store) Transcript(chat string, after uint64, limit int) []Entry {
+// Transcript returns the entries of chat in channel ch ("" for the default
+// one) numbered after after, oldest first, at most limit of the newest.
+func (s *Store) Transcript(ch, chat string, after uint64, limit int) []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []Entry{}
 	for _, e := range s.entries {
-		if e.Chat == chat && e.Seq > after {
+		if e.Chat == chat && e.Channel == ch && e.Seq > after {
 			out = append(out, e)
 		}
 	}
@@ -330,8 +343,10 @@ func (s *Store) ChatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, http.StatusOK, s.Chats()) })
 }
 
-// TranscriptHandler serves GET /_local/chat?chatId=ID[&after=SEQ][&limit=N]:
-// the chat's entries in the platform's order (default limit 500).
+// TranscriptHandler serves GET
+// /_local/chat?chatId=ID[&channel=NAME][&after=SEQ][&limit=N]: the chat's
+// entries (in the default channel, or the named one) in the platform's
+// order (default limit 500).
 func (s *Store) TranscriptHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -345,7 +360,7 @@ func (s *Store) TranscriptHandler() http.Handler {
 		if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 {
 			limit = min(n, 5000)
 		}
-		WriteJSON(w, http.StatusOK, s.Transcript(chat, after, limit))
+		WriteJSON(w, http.StatusOK, s.Transcript(q.Get("channel"), chat, after, limit))
 	})
 }
 

@@ -30,14 +30,14 @@ func TestStoreKeepsEachChatInThePlatformsOrder(t *testing.T) {
 	var topics []string
 	s := NewStore(0, 0, func(ts ...string) { topics = append(topics, ts...) })
 	t0 := time.Unix(1_800_000_000, 0)
-	s.Webhook(body(ev("E1", "message", fromAlice), ev("E2", "message", fromGroup), `{"type":"activated","webhookEventId":"E3"}`), t0)
-	s.Loading(alice, 5, t0.Add(time.Millisecond))
-	s.Sent(alice, "reply", "", "r1", []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi E1"}`)}, t0.Add(2*time.Millisecond))
-	s.Sent(group, "push", "key", "r2", []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi all"}`)}, t0.Add(3*time.Millisecond))
+	s.Webhook("", body(ev("E1", "message", fromAlice), ev("E2", "message", fromGroup), `{"type":"activated","webhookEventId":"E3"}`), t0)
+	s.Loading("", alice, 5, t0.Add(time.Millisecond))
+	s.Sent("", alice, "reply", "", "r1", []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi E1"}`)}, t0.Add(2*time.Millisecond))
+	s.Sent("", group, "push", "key", "r2", []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi all"}`)}, t0.Add(3*time.Millisecond))
 	// A LINE redelivery of E1 is not a second message.
-	s.Webhook(body(ev("E1", "message", fromAlice)), t0.Add(4*time.Millisecond))
+	s.Webhook("", body(ev("E1", "message", fromAlice)), t0.Add(4*time.Millisecond))
 
-	got := s.Transcript(alice, 0, 0)
+	got := s.Transcript("", alice, 0, 0)
 	var kinds []string
 	for _, e := range got {
 		kinds = append(kinds, e.From+":"+e.Kind)
@@ -48,10 +48,10 @@ func TestStoreKeepsEachChatInThePlatformsOrder(t *testing.T) {
 	if got[0].Seq >= got[1].Seq || got[1].Seq >= got[2].Seq || got[0].WebhookEventID != "E1" {
 		t.Fatalf("not in order: %+v", got)
 	}
-	if after := s.Transcript(alice, got[1].Seq, 0); len(after) != 1 || after[0].Kind != "reply" {
+	if after := s.Transcript("", alice, got[1].Seq, 0); len(after) != 1 || after[0].Kind != "reply" {
 		t.Fatalf("entries after %d: %+v", got[1].Seq, after)
 	}
-	g := s.Transcript(group, 0, 0)
+	g := s.Transcript("", group, 0, 0)
 	if len(g) != 2 || g[1].RetryKey != "key" {
 		t.Fatalf("the group's chat: %+v", g)
 	}
@@ -78,10 +78,10 @@ func TestStoreReadMarks(t *testing.T) {
 	var topics []string
 	s := NewStore(0, 0, func(ts ...string) { topics = append(topics, ts...) })
 	t0 := time.Unix(1_800_000_000, 0)
-	s.Webhook(body(ev("E1", "message", fromAlice)), t0)
-	s.Read(alice, "1001", t0.Add(time.Millisecond))
-	s.Read("", "1002", t0.Add(2*time.Millisecond))
-	got := s.Transcript(alice, 0, 0)
+	s.Webhook("", body(ev("E1", "message", fromAlice)), t0)
+	s.Read("", alice, "1001", t0.Add(time.Millisecond))
+	s.Read("", "", "1002", t0.Add(2*time.Millisecond))
+	got := s.Transcript("", alice, 0, 0)
 	if len(got) != 2 || got[1].Kind != "read" || got[1].From != "bot" || got[1].ReadMessageID != "1001" || got[1].Seq <= got[0].Seq {
 		t.Fatalf("alice's chat: %+v", got)
 	}
@@ -97,9 +97,9 @@ func TestStoreIsBounded(t *testing.T) {
 	s := NewStore(10, 3, nil)
 	t0 := time.Unix(1_800_000_000, 0)
 	for i := range 40 {
-		s.Webhook(body(ev(fmt.Sprintf("E%02d", i), "message", fromAlice)), t0)
+		s.Webhook("", body(ev(fmt.Sprintf("E%02d", i), "message", fromAlice)), t0)
 	}
-	if n := len(s.Transcript(alice, 0, 0)); n < 10 || n > 12 {
+	if n := len(s.Transcript("", alice, 0, 0)); n < 10 || n > 12 {
 		t.Fatalf("%d entries kept, want 10 (and at most a quarter more)", n)
 	}
 	if _, ok := s.Activity("E00"); ok {
@@ -109,8 +109,8 @@ func TestStoreIsBounded(t *testing.T) {
 		t.Fatal("the newest activity is gone")
 	}
 	// A forgotten event's id is forgotten too: a later delivery shows again.
-	s.Webhook(body(ev("E00", "message", fromAlice)), t0)
-	last := s.Transcript(alice, 0, 0)
+	s.Webhook("", body(ev("E00", "message", fromAlice)), t0)
+	last := s.Transcript("", alice, 0, 0)
 	if last[len(last)-1].WebhookEventID != "E00" {
 		t.Fatalf("an event that fell out is still deduplicated: %+v", last[len(last)-1])
 	}
@@ -125,7 +125,7 @@ func TestStoreIsBounded(t *testing.T) {
 func TestStoreReceives(t *testing.T) {
 	s := NewStore(0, 0, nil)
 	t0 := time.Unix(1_800_000_000, 0)
-	s.Webhook(body(ev("E1", "message", fromAlice)), t0)
+	s.Webhook("", body(ev("E1", "message", fromAlice)), t0)
 	for i := 1; i <= maxReceives+5; i++ {
 		s.Observe("E1", Receive{At: t0.Add(time.Duration(i) * time.Second), ReceiveCount: i, Outcome: "failed"})
 	}
@@ -178,6 +178,27 @@ func BenchmarkStoreWebhook(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		s.Webhook(bodies[i%len(bodies)], t0)
+		s.Webhook("", bodies[i%len(bodies)], t0)
+	}
+}
+
+// One user in two channels is two chats: each channel's entries are its
+// own transcript, and the chat list names each chat's channel.
+func TestStoreChannels(t *testing.T) {
+	s := NewStore(0, 0, nil)
+	t0 := time.Now()
+	s.Webhook("", body(ev("E1", "message", fromAlice)), t0)
+	s.Webhook("b", body(ev("E2", "message", fromAlice)), t0.Add(time.Millisecond))
+	s.Sent("b", alice, "reply", "", "r1", []json.RawMessage{json.RawMessage(`{"type":"text","text":"from b"}`)}, t0.Add(2*time.Millisecond))
+	d, b := s.Transcript("", alice, 0, 0), s.Transcript("b", alice, 0, 0)
+	if len(d) != 1 || d[0].WebhookEventID != "E1" || len(b) != 2 || b[0].WebhookEventID != "E2" || b[1].Kind != "reply" || b[1].Channel != "b" {
+		t.Fatalf("default %+v, b %+v", d, b)
+	}
+	chats := s.Chats()
+	if len(chats) != 2 || chats[0].Channel != "b" || chats[1].Channel != "" || chats[0].ID != alice || chats[1].ID != alice {
+		t.Fatalf("chats %+v", chats)
+	}
+	if a, ok := s.Activity("E2"); !ok || a.Channel != "b" {
+		t.Fatalf("E2's activity %+v", a)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/ingress"
 	"github.com/linegate/linegate/internal/signature"
 	"github.com/linegate/linegate/internal/template"
 )
@@ -25,8 +27,8 @@ type apiGateway struct {
 	handler func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 	metrics interface{ Flush() error }
 	runtime *Runtime
-	secrets [][]byte
-	maxBody int64 // the webhook's MAX_BODY_BYTES
+	secrets map[string][][]byte // by channel ("" the default's)
+	maxBody int64               // the webhook's MAX_BODY_BYTES
 }
 
 func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -58,12 +60,20 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf(`{"message":%q}`, reason), status)
 		return
 	}
+	// The route's {channel} (POST /webhook/{channel}) as API Gateway passes
+	// it: a path parameter, and the route's own path as the resource.
+	ch, resource := r.PathValue(ingress.PathParameter), r.URL.Path
+	var params map[string]string
+	if r.Pattern != "" && strings.Contains(r.Pattern, "{"+ingress.PathParameter+"}") {
+		params = map[string]string{ingress.PathParameter: ch}
+		resource = strings.TrimPrefix(r.Pattern, r.Method+" ")
+	}
 	req := events.APIGatewayProxyRequest{
-		Resource: r.URL.Path, Path: r.URL.Path, HTTPMethod: r.Method,
+		Resource: resource, Path: r.URL.Path, HTTPMethod: r.Method, PathParameters: params,
 		Headers: map[string]string{}, MultiValueHeaders: map[string][]string{},
 		Body: string(body),
 		RequestContext: events.APIGatewayProxyRequestContext{
-			Stage: "prod", HTTPMethod: r.Method, ResourcePath: r.URL.Path, Path: "/prod" + r.URL.Path,
+			Stage: "prod", HTTPMethod: r.Method, ResourcePath: resource, Path: "/prod" + r.URL.Path,
 			RequestTimeEpoch: start.UnixMilli(), Identity: events.APIGatewayRequestIdentity{SourceIP: r.RemoteAddr, UserAgent: r.UserAgent()},
 		},
 	}
@@ -73,12 +83,12 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// LINE mints a reply token for every event it delivers; the local
 	// Messaging API learns them from the (validly signed) webhook.
-	if sigs := r.Header.Values(signature.Header); int64(len(body)) <= a.maxBody && len(sigs) == 1 && signature.Verify(body, sigs[0], a.secrets...) {
+	if sigs := r.Header.Values(signature.Header); int64(len(body)) <= a.maxBody && len(sigs) == 1 && len(a.secrets[ch]) > 0 && signature.Verify(body, sigs[0], a.secrets[ch]...) {
 		// The events' worker lines wait for this request's webhook line from
 		// now: the chat queue can hand an event to a worker before the bus
 		// call (which holds them too) has even started.
-		acc.hold(a.runtime.out, a.issueReplyTokens(body, start))
-		a.runtime.console.store.Webhook(body, start) // the console's chats and event activity
+		acc.hold(a.runtime.out, a.issueReplyTokens(ch, body, start))
+		a.runtime.console.store.Webhook(ch, body, start) // the console's chats and event activity
 	}
 
 	ctx, seg := a.runtime.startInvocation(withAcceptance(r.Context(), &acc), a.fn.Name)
@@ -138,9 +148,10 @@ func errorReason(body string) string {
 }
 
 // issueReplyTokens registers the reply tokens and the messages'
-// markAsReadTokens of a validly signed body with the local LINE API, and
-// returns the body's webhookEventIds.
-func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
+// markAsReadTokens of a validly signed body of channel ch with the local
+// LINE API (only ch's token may use them), and returns the body's
+// webhookEventIds.
+func (a *apiGateway) issueReplyTokens(ch string, body []byte, at time.Time) []string {
 	var cb struct {
 		Events []struct {
 			WebhookEventID string `json:"webhookEventId"`
@@ -174,9 +185,9 @@ func (a *apiGateway) issueReplyTokens(body []byte, at time.Time) []string {
 		} else if e.Source.RoomID != "" {
 			to = e.Source.RoomID
 		}
-		line.IssueMarkAsReadToken(e.Message.MarkAsReadToken, to, e.Message.ID)
+		line.IssueChannelMarkAsReadToken(ch, e.Message.MarkAsReadToken, to, e.Message.ID)
 		if e.ReplyToken != "" {
-			line.IssueReplyTokenTo(e.ReplyToken, to, at)
+			line.IssueChannelReplyToken(ch, e.ReplyToken, to, at)
 		}
 	}
 	return ids

@@ -159,6 +159,9 @@ func (p *printer) record(res worker.Result) {
 		lane = telemetry.HashUserID(res.Group)
 	}
 	id := cmp.Or(res.WebhookEventID, res.MessageID)
+	if res.Channel != "" {
+		why += " [channel " + res.Channel + "]"
+	}
 	p.eventLine(res.WebhookEventID, "worker    %-14s %-9s %s  %s (receive %d)%s", "lane "+lane, res.Type, id, res.Outcome, res.ReceiveCount, why)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +32,12 @@ func (r *Runtime) serveSend(w http.ResponseWriter, req *http.Request) {
 		console.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	secret := orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET"), DefaultSecret)
-	p := lineplatform.New(r.WebhookURL(), []byte(secret),
-		lineplatform.WithDestination(orDefault(r.cfg.Getenv("BOT_USER_ID"), linemock.DefaultBotInfo.UserID)))
+	if q.Channel != "" && !slices.Contains(r.cfg.Channels, q.Channel) {
+		console.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("%q is not a channel of this linegate local (--channel)", q.Channel)})
+		return
+	}
+	p := lineplatform.New(r.ChannelWebhookURL(q.Channel), []byte(r.channelSecret(q.Channel)),
+		lineplatform.WithDestination(r.botUserID(q.Channel)))
 	d, err := p.Deliver(req.Context(), q.Event(p))
 	out := map[string]any{"webhookEventId": "", "status": 0}
 	if len(d.WebhookEventIDs) > 0 {
@@ -148,7 +152,7 @@ func (r *Runtime) replay(ctx context.Context, id string) ([]string, error) {
 	}
 	now := time.Now()
 	name := fmt.Sprintf("console-%d", now.UnixMilli())
-	detail := envelope.AppendDetail(nil, a.Destination, "", a.Chat, a.ReceivedAt, a.Event)
+	detail := envelope.AppendDetail(nil, a.Destination, a.Channel, a.Chat, a.ReceivedAt, a.Event)
 	body := envelope.Encode(envelope.Head{ID: uuid.NewString(), DetailType: a.Type, Source: source, Account: r.top.AccountID,
 		Region: r.top.Region, Time: now}, detail)
 	// EventBridge adds "replay-name" to every event a replay sends.

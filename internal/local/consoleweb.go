@@ -101,10 +101,13 @@ type pipelineView struct {
 	Operators []string         `json:"operators"`
 	RealLINE  bool             `json:"realLine"`
 	Bot       linemock.BotInfo `json:"bot"`
-	Functions []functionView   `json:"functions"`
-	Rules     []ruleView       `json:"rules"`
-	Queues    []queueInfo      `json:"queues"`
-	Alarms    []alarmInfo      `json:"alarms"`
+	// Channels are the named channels beside the default one: the
+	// console's chat phone can chat with either.
+	Channels  []string       `json:"channels"`
+	Functions []functionView `json:"functions"`
+	Rules     []ruleView     `json:"rules"`
+	Queues    []queueInfo    `json:"queues"`
+	Alarms    []alarmInfo    `json:"alarms"`
 }
 
 type functionView struct {
@@ -151,7 +154,10 @@ type alarmInfo struct {
 
 func (r *Runtime) pipeline() pipelineView {
 	v := pipelineView{Bus: DefaultBus, TimeScale: r.cfg.TimeScale, RealLINE: r.realLINE, Bot: linemock.DefaultBotInfo,
-		Operators: strings.Split(orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator), ",")}
+		Operators: strings.Split(orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator), ","), Channels: r.Channels()}
+	if v.Channels == nil {
+		v.Channels = []string{}
+	}
 	if len(r.top.Buses) > 0 {
 		v.Bus = r.top.Buses[0].Name
 	}

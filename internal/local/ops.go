@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/compose/quotafn"
 	"github.com/linegate/linegate/internal/compose/workerfn"
 	"github.com/linegate/linegate/internal/config"
@@ -31,38 +33,77 @@ import (
 // webhook URL with "Use webhook" and redelivery on, and answers the test
 // delivery by signing and posting a test webhook to this runtime.
 func (r *Runtime) newLINE() *linemock.Server {
-	secret := orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET"), DefaultSecret)
+	secret := r.channelSecret("")
 	token := DefaultToken
 	if r.cfg.Token != "" {
 		token = r.cfg.Token // bound beyond loopback: only the remote token
 	}
-	m := linemock.New(
+	opts := []linemock.Option{
 		linemock.WithTokens(token),
 		linemock.WithMaxRecords(r.cfg.LineRecords),
 		linemock.WithOnLoading(func(c linemock.LoadingCall) {
 			r.out.loading(c.ChatID, c.Seconds)
-			r.console.store.Loading(c.ChatID, c.Seconds, c.At)
+			r.console.store.Loading(c.Channel, c.ChatID, c.Seconds, c.At)
 		}),
 		linemock.WithOnRead(func(m linemock.ReadMark) {
 			r.out.read(m.Chat)
-			r.console.store.Read(m.Chat, m.MessageID, m.At)
+			r.console.store.Read(m.Channel, m.Chat, m.MessageID, m.At)
 		}),
 		linemock.WithOnRecord(func(rec linemock.Record) {
-			r.console.store.Sent(rec.To, string(rec.Via), rec.RetryKey, rec.RequestID, rec.Messages, rec.At)
+			r.console.store.Sent(rec.Channel, rec.To, string(rec.Via), rec.RetryKey, rec.RequestID, rec.Messages, rec.At)
 		}),
 		linemock.WithChannel(DefaultChannelID, secret),
 		linemock.WithTokenTTL(max(scaled(linemock.StatelessTokenTTL, r.cfg.TimeScale), 5*time.Second)),
-		linemock.WithWebhookTester(func(ctx context.Context, endpoint string) (int, string) {
-			return testDelivery(ctx, endpoint, secret)
+		linemock.WithChannelWebhookTester(func(ctx context.Context, ch, endpoint string) (int, string) {
+			return testDelivery(ctx, endpoint, r.channelSecret(ch), r.botUserID(ch))
 		}),
-	)
-	return m
+	}
+	// Each named channel: its own secret and channel ID (its stateless
+	// tokens), its own long-lived token, its own bot.
+	for _, ch := range r.cfg.Channels {
+		bot := linemock.DefaultBotInfo
+		bot.UserID, bot.BasicID, bot.DisplayName = r.botUserID(ch), "@linegate-"+ch, "linegate local bot ("+ch+")"
+		opts = append(opts, linemock.WithNamedChannel(linemock.NamedChannel{Name: ch, ID: ChannelID(ch), Secret: r.channelSecret(ch),
+			Tokens: []string{ChannelToken(ch, r.cfg.Token)}, Bot: bot}))
+	}
+	return linemock.New(opts...)
+}
+
+// localChannelsEnv gives every function the named channels (Config.Channels)
+// with each one's settings as plain values, as a deployed stack has them
+// under one SSM path per channel: the secret, and the channel ID to mint
+// tokens for (or its long-lived token, or with the real LINE API
+// LINE_CHANNEL_ACCESS_TOKEN_<NAME>); the bot user ID and operators when the
+// developer sets them.
+func (r *Runtime) localChannelsEnv(env map[string]string) {
+	env["LINE_CHANNELS"] = strings.Join(r.cfg.Channels, ",")
+	env["LINE_CHANNEL_PARAMETER_PATH"] = ""
+	get := r.cfg.Getenv
+	for _, ch := range r.cfg.Channels {
+		sfx := channel.EnvSuffix(ch)
+		env["LINE_CHANNEL_SECRET_"+sfx] = r.channelSecret(ch)
+		env["LINE_CHANNEL_SECRET_PREVIOUS_"+sfx] = get("LINE_CHANNEL_SECRET_PREVIOUS_" + sfx)
+		switch {
+		case r.realLINE:
+			env["LINE_CHANNEL_ACCESS_TOKEN_"+sfx] = get("LINE_CHANNEL_ACCESS_TOKEN_" + sfx)
+		case env["LINE_TOKEN_MODE"] == config.TokenStateless:
+			env["LINE_CHANNEL_ID_"+sfx] = ChannelID(ch)
+		default:
+			env["LINE_CHANNEL_ACCESS_TOKEN_"+sfx] = ChannelToken(ch, r.cfg.Token)
+		}
+		for _, k := range []string{"BOT_USER_ID_", "OPERATOR_LINE_IDS_"} {
+			if v := get(k + sfx); v != "" {
+				env[k+sfx] = v
+			}
+		}
+	}
 }
 
 // testDelivery posts LINE's test webhook (an empty events array, as the
-// console's Verify sends) signed with secret, and reports the answer.
-func testDelivery(ctx context.Context, endpoint, secret string) (int, string) {
-	body := []byte(`{"destination":"` + linemock.DefaultBotInfo.UserID + `","events":[]}`)
+// console's Verify sends) to bot, signed with secret, and reports the
+// answer.
+func testDelivery(ctx context.Context, endpoint, secret, bot string) (int, string) {
+	body := []byte(`{"destination":"` + bot + `","events":[]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, err.Error()

@@ -63,7 +63,7 @@ func (c *chatTracker) bot(config.Worker) *bot.Router {
 // LINE's delivery, which only a replay brings back.
 func archiveOnly(rt *Runtime, lp *lineplatform.Platform, evs ...json.RawMessage) []string {
 	body, _ := json.Marshal(map[string]any{"destination": lineplatform.DefaultDestination, "events": evs})
-	rt.console.store.Webhook(body, time.Now())
+	rt.console.store.Webhook("", body, time.Now())
 	var ids []string
 	for _, ev := range evs {
 		var h struct {

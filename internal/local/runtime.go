@@ -10,6 +10,8 @@ package local
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +29,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/linegate/linegate/internal/awswire"
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/chatops"
 	"github.com/linegate/linegate/internal/cloud/mem"
 	"github.com/linegate/linegate/internal/compose"
@@ -120,6 +124,33 @@ type Config struct {
 	// StateOptions configure the state directory's store (tests: a commit
 	// hook).
 	StateOptions []localstate.Option
+	// Channels are named LINE channels served beside the default one
+	// (`linegate local --channel NAME`): each one's webhook is
+	// /webhook/NAME, its secret LINE_CHANNEL_SECRET_NAME (NAME upper-cased,
+	// hyphens as underscores) or ChannelSecret(NAME), and the local LINE
+	// API tells its calls apart by its own token.
+	Channels []string
+}
+
+// ChannelSecret is the secret linegate local gives the named channel ch
+// unless LINE_CHANNEL_SECRET_<CH> sets one.
+func ChannelSecret(ch string) string { return DefaultSecret + "-" + ch }
+
+// ChannelToken is the long-lived access token linegate local's LINE API
+// accepts for the named channel ch (with token, the remote token, when
+// one is required: then token:ch).
+func ChannelToken(ch, token string) string {
+	if token != "" {
+		return token + ":" + ch
+	}
+	return DefaultToken + "-" + ch
+}
+
+// ChannelID is the channel ID of the named channel ch in linegate local:
+// its stateless tokens are minted for it.
+func ChannelID(ch string) string {
+	sum := sha256.Sum256([]byte(ch))
+	return "2" + strconv.FormatUint(binary.BigEndian.Uint64(sum[:8])%1e9, 10)
 }
 
 // TemplateParams is params plus the values linegate local gives the
@@ -188,14 +219,46 @@ type Runtime struct {
 // URL is the base URL the runtime serves on (http://host:port).
 func (r *Runtime) URL() string { return r.url }
 
-// WebhookURL is the URL LINE would post webhooks to.
+// WebhookURL is the URL LINE would post the default channel's webhooks
+// to.
 func (r *Runtime) WebhookURL() string {
 	for _, f := range r.top.Functions {
 		for _, a := range f.APIEvents {
-			return r.url + a.Path
+			if !strings.Contains(a.Path, "{") {
+				return r.url + a.Path
+			}
 		}
 	}
 	return r.url + "/webhook"
+}
+
+// ChannelWebhookURL is the URL LINE would post channel ch's webhooks to
+// (WebhookURL for the default channel, "").
+func (r *Runtime) ChannelWebhookURL(ch string) string {
+	if ch == "" {
+		return r.WebhookURL()
+	}
+	return strings.TrimRight(r.WebhookURL(), "/") + "/" + ch
+}
+
+// Channels are the named channels the runtime serves.
+func (r *Runtime) Channels() []string { return slices.Clone(r.cfg.Channels) }
+
+// channelSecret is the secret the named channel ch's webhooks are signed
+// with ("" for the default channel's).
+func (r *Runtime) channelSecret(ch string) string {
+	if ch == "" {
+		return orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET"), DefaultSecret)
+	}
+	return orDefault(r.cfg.Getenv("LINE_CHANNEL_SECRET_"+channel.EnvSuffix(ch)), ChannelSecret(ch))
+}
+
+// botUserID is the bot user ID channel ch's webhooks are addressed to.
+func (r *Runtime) botUserID(ch string) string {
+	if ch == "" {
+		return orDefault(r.cfg.Getenv("BOT_USER_ID"), linemock.DefaultBotInfo.UserID)
+	}
+	return orDefault(r.cfg.Getenv("BOT_USER_ID_"+channel.EnvSuffix(ch)), linemock.ChannelBotUserID(ch))
 }
 
 // Token is what every path but the webhook's requires ("" on loopback
@@ -250,6 +313,16 @@ func Start(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Bot == nil {
 		return nil, errors.New("local: Config.Bot is nil: pass the bot to run (for example app.New)")
+	}
+	seen := map[string]bool{}
+	for _, ch := range cfg.Channels {
+		if err := channel.Valid(ch); err != nil {
+			return nil, fmt.Errorf("local: --channel: %w", err)
+		}
+		if seen[ch] {
+			return nil, fmt.Errorf("local: --channel %s given twice", ch)
+		}
+		seen[ch] = true
 	}
 	var topts []template.Option
 	if cfg.EndpointURL != "" {
@@ -468,6 +541,7 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 		r.localLINEEnv(env)
 	}
 	r.localOpsEnv(env)
+	r.localChannelsEnv(env)
 	env["PROBES_ENABLED"] = orDefault(get("PROBES_ENABLED"), "true")
 	env["OPERATOR_LINE_IDS"] = orDefault(get("OPERATOR_LINE_IDS"), DefaultOperator)
 	if tz := get("OPERATOR_TIMEZONE"); tz != "" {
@@ -555,9 +629,16 @@ func (r *Runtime) startWebhook(ctx, rctx context.Context, f template.Function, e
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.LogicalID, err)
 	}
-	secrets := [][]byte{[]byte(cfg.Secret.Value)}
+	secrets := map[string][][]byte{"": {[]byte(cfg.Secret.Value)}}
 	if cfg.PreviousSecret.Value != "" {
-		secrets = append(secrets, []byte(cfg.PreviousSecret.Value))
+		secrets[""] = append(secrets[""], []byte(cfg.PreviousSecret.Value))
+	}
+	for _, ch := range cfg.Channels {
+		for _, s := range []config.Secret{ch.Secret, ch.PreviousSecret} {
+			if s.Value != "" {
+				secrets[ch.Name] = append(secrets[ch.Name], []byte(s.Value))
+			}
+		}
 	}
 	if len(f.SQSEvents) > 0 {
 		sources, err := r.sqsSources(f, h.Replays, m, false)
@@ -805,14 +886,37 @@ func dialAddr(a net.Addr) string {
 	return a.String()
 }
 
-// isWebhookPath reports whether path is one of the webhook's API paths.
+// isWebhookPath reports whether path is one of the webhook's API paths (a
+// route's {param} matching one path segment).
 func (r *Runtime) isWebhookPath(path string) bool {
 	for _, h := range r.hooks {
-		if path == h {
+		if matchRoute(h, path) {
 			return true
 		}
 	}
 	return false
+}
+
+// matchRoute reports whether path matches an API route such as
+// /webhook/{channel}: the same segments, a {param} standing for any one
+// non-empty segment.
+func matchRoute(route, path string) bool {
+	rs, ps := strings.Split(route, "/"), strings.Split(path, "/")
+	if len(rs) != len(ps) {
+		return false
+	}
+	for i, s := range rs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if s != ps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // queue finds a queue of the template by logical id.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/linegate/linegate/internal/channel"
 )
 
 // Limits are the local HTTP server's timeouts and body limits: a dev server
@@ -271,7 +273,7 @@ func allIn(s, chars string) bool {
 
 // hasToken reports whether r carries token: as a bearer token (the LINE API
 // mock's clients send the channel access token, which is the token when one
-// is set), in X-Linegate-Token, in ?token=, or as the access key id of an
+// is set, or for a named channel the token and ":NAME"), in X-Linegate-Token, in ?token=, or as the access key id of an
 // AWS SigV4 Authorization header (the SDKs' and the CLI's way to send it).
 func hasToken(r *http.Request, token string) bool {
 	auth := r.Header.Get("Authorization")
@@ -279,7 +281,14 @@ func hasToken(r *http.Request, token string) bool {
 	if scheme, rest, ok := strings.Cut(auth, " "); ok {
 		switch {
 		case strings.EqualFold(scheme, "Bearer"):
-			candidates = append(candidates, strings.TrimSpace(rest))
+			bearer := strings.TrimSpace(rest)
+			// A named channel's access token is the token, a colon and the
+			// channel's name (ChannelToken): the local LINE API tells the
+			// channels apart by it, and it still holds the token.
+			if i := strings.LastIndexByte(bearer, ':'); i > 0 && channel.Valid(bearer[i+1:]) == nil {
+				candidates = append(candidates, bearer[:i])
+			}
+			candidates = append(candidates, bearer)
 		case scheme == "AWS4-HMAC-SHA256":
 			if _, cred, ok := strings.Cut(rest, "Credential="); ok {
 				id, _, _ := strings.Cut(cred, "/")
