@@ -2,19 +2,20 @@
 // Detail every LINE event travels in on the bus, and the EventBridge event a
 // rule target (an SQS queue) receives around it. The webhook writes both
 // (AppendDetail for the bus, AppendEvent for the chat queue it feeds
-// directly) and the worker reads them (DecodeRecord, one pass over the
-// record), whichever way a record came. It imports no AWS client, so the
-// worker links no EventBridge SDK to read what the webhook wrote.
+// directly) and the worker reads them (Decode), whichever way a record came.
+// It imports no AWS client, so the worker links no EventBridge SDK to read
+// what the webhook wrote.
 //
 // Writing is a few appends rather than json.Marshal, which would compact and
 // HTML-escape the event's raw bytes: the event must reach the worker exactly
-// as LINE sent it.
+// as LINE sent it. Reading is encoding/json (docs/adr/0006-hot-path-stdlib.md).
 package envelope
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -138,4 +139,26 @@ func SafeForSQS(b []byte) []byte {
 		return b
 	}
 	return bytes.ReplaceAll(bytes.ReplaceAll(b, rawFFFE, escFFFE), rawFFFF, escFFFF)
+}
+
+// Decode parses an SQS record body: json.Unmarshal into Event, then its
+// Detail into Detail. The detail and the event inside it must be JSON
+// objects. The strings and raw bytes returned are copies: none holds on to
+// body. Every error wraps ErrMalformed.
+func Decode(body []byte) (Event, Detail, error) {
+	var ev Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return Event{}, Detail{}, fmt.Errorf("%w: eventbridge event: %v", ErrMalformed, err)
+	}
+	if len(ev.Detail) == 0 || ev.Detail[0] != '{' {
+		return Event{}, Detail{}, fmt.Errorf("%w: detail is not a JSON object", ErrMalformed)
+	}
+	var d Detail
+	if err := json.Unmarshal(ev.Detail, &d); err != nil {
+		return Event{}, Detail{}, fmt.Errorf("%w: detail: %v", ErrMalformed, err)
+	}
+	if len(d.Event) == 0 || d.Event[0] != '{' {
+		return Event{}, Detail{}, fmt.Errorf("%w: detail.event is not a JSON object", ErrMalformed)
+	}
+	return ev, d, nil
 }
