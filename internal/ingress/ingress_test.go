@@ -155,6 +155,7 @@ func TestHandleStatuses(t *testing.T) {
 		{name: "Destination in capitals", body: []byte(`{"Destination":"U1","events":[]}`), want: 400, wantErr: ErrBody},
 		{name: "source not an object", body: []byte(`{"events":[{"type":"follow","source":"U1"}]}`), want: 400, wantErr: ErrBody},
 		{name: "unknown keys in any case are forwarded", body: []byte(`{"events":[{"type":"follow","Hologram":1,"HOLOGRAM":2}],"Extra":true}`), want: 200, published: 1},
+		{name: "escaped lone surrogates are forwarded", body: []byte(`{"events":[{"type":"t\ud800","x":"\udc00\ud800"}]}`), want: 200, published: 1},
 		{name: "unknown key given twice is forwarded", body: []byte(`{"events":[{"type":"follow","x":1,"x":2}],"y":[],"y":{}}`), want: 200, published: 1},
 		{name: "source key given twice", body: []byte(`{"events":[{"type":"follow","source":{"userId":"U1","userId":"U2"}}]}`), want: 400, wantErr: ErrBody},
 		{name: "escaped key spelling the same key", body: []byte(`{"\u0065vents":[{"\u0074ype":"follow"}]}`), want: 200, published: 1},

@@ -54,20 +54,24 @@ const (
 // errDepth is a body nested deeper than MaxDepth.
 var errDepth = fmt.Errorf("JSON nested more than %d levels deep", MaxDepth)
 
-// parseBody is the webhook's whole reading of a signed body: one validating
-// pass of jsontext (JSON syntax, strict UTF-8, one value and nothing after
-// it) that also checks the nesting depth (MaxDepth), a top-level object
-// with exactly-spelled keys, none of them twice, and an "events" array of
-// at most maxEvents objects, each with a non-empty string "type" of at most
-// 128 bytes; it reads each event's raw bytes, webhookEventId and chat.
-// Every error wraps ErrBody and quotes none of the body's values.
+// parseBody is the webhook's whole reading of a signed body: strict UTF-8
+// (utf8.Valid), then one validating pass of jsontext (JSON syntax, one
+// value and nothing after it) that also checks the nesting depth
+// (MaxDepth), a top-level object with exactly-spelled keys, none of them
+// twice, and an "events" array of at most maxEvents objects, each with a
+// non-empty string "type" of at most 128 bytes; it reads each event's raw
+// bytes, webhookEventId and chat. Every error wraps ErrBody and quotes none
+// of the body's values.
 func parseBody(b []byte, maxEvents int) (body, error) {
 	if !utf8.Valid(b) {
 		return body{}, fmt.Errorf("%w: not valid UTF-8", ErrBody)
 	}
 	// members refuses the keys it reads when they are given twice; the
-	// others are forwarded as they are.
-	p := parser{dec: jsontext.NewDecoder(bytes.NewBuffer(b), jsontext.AllowDuplicateNames(true)), b: b, maxEvents: maxEvents, event: -1}
+	// others are forwarded as they are. The bytes are valid UTF-8; an
+	// escaped lone surrogate ("\ud800") is read as encoding/json reads it,
+	// U+FFFD, and forwarded.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	p := parser{dec: dec, b: b, maxEvents: maxEvents, event: -1}
 	out, err := p.body()
 	if err != nil {
 		return body{}, fmt.Errorf("%w: %v", ErrBody, describe(err))
