@@ -79,33 +79,38 @@ local:
 deploy:
 	sam build && sam deploy
 
-## bench: what README "Benchmarks" and "Cold start" cite, in one go: the
-## accept path against the fair SDK baseline and the floor, the worker's
-## overhead per record (against 7d4f281 too when BEFORE is a checkout of
-## it), the cold starts with the secret fetched from SSM (moto_server) next
-## to a hello-world function, and `linegate bench` at 100 ms, 1 s and 3 s
-## of work, crashed, under chaos, flat out and with long work (--mix). Ratios come from one run (benchstat),
-## each round of BENCH_COUNT running every benchmark once, so a slow moment
-## of a shared machine falls on all of them.
+## bench: what docs/benchmarks.md cites, in one go: the accept path against
+## the fair SDK baseline and the floor, the worker's overhead per record,
+## both against another checkout too when BEFORE names one (a checkout with
+## internal/ingress and internal/bench; copy internal/cputime and the two
+## benchmark files into it for its cpu-ns/op), the cold starts with the
+## secret fetched from SSM (moto_server) next to a hello-world function, and
+## `linegate bench` at 100 ms, 1 s and 3 s of work, crashed, under chaos,
+## flat out and with long work (--mix). Ratios come from one run
+## (benchstat), each round of BENCH_COUNT running every benchmark once, in
+## BEFORE first, so a slow moment of a shared machine falls on all of them.
 BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH_COUNT ?= 6
 BENCH_OUT   ?= bench-out
 BEFORE      ?=
+ACCEPT_BENCH = Accept|SDKValidateAndSplit|Floor|SDKParseRequest|ParseBody
 bench:
 	@mkdir -p $(BENCH_OUT)
-	@rm -f $(BENCH_OUT)/accept.txt
+	@rm -f $(BENCH_OUT)/accept-before.txt $(BENCH_OUT)/accept.txt $(BENCH_OUT)/worker-before.txt $(BENCH_OUT)/worker.txt
 	@for i in $$(seq $(BENCH_COUNT)); do \
-	  $(GO) test -run '^$$' -bench 'Accept|SDKValidateAndSplit|Floor|SDKParseRequest' -benchmem -count 1 ./internal/ingress >> $(BENCH_OUT)/accept.txt || exit 1; \
+	  if [ -n "$(BEFORE)" ]; then \
+	    (cd $(BEFORE) && $(GO) test -run '^$$' -bench '$(ACCEPT_BENCH)' -benchmem -count 1 ./internal/ingress) >> $(BENCH_OUT)/accept-before.txt || exit 1; \
+	    (cd $(BEFORE) && $(GO) test -run '^$$' -bench WorkerRecord -benchmem -count 1 ./internal/bench) >> $(BENCH_OUT)/worker-before.txt || exit 1; \
+	  fi; \
+	  $(GO) test -run '^$$' -bench '$(ACCEPT_BENCH)' -benchmem -count 1 ./internal/ingress >> $(BENCH_OUT)/accept.txt || exit 1; \
+	  $(GO) test -run '^$$' -bench WorkerRecord -benchmem -count 1 ./internal/bench >> $(BENCH_OUT)/worker.txt || exit 1; \
 	done
 	$(BENCHSTAT) -row /events -col .name $(BENCH_OUT)/accept.txt
-	@rm -f $(BENCH_OUT)/worker-before.txt $(BENCH_OUT)/worker-after.txt
-	@for i in $$(seq $(BENCH_COUNT)); do \
-	  if [ -n "$(BEFORE)" ]; then (cd $(BEFORE) && $(GO) test -run '^$$' -bench WorkerRecord -benchmem -count 1 ./pkg/bench) >> $(BENCH_OUT)/worker-before.txt || exit 1; fi; \
-	  $(GO) test -run '^$$' -bench WorkerRecord -benchmem -count 1 ./internal/bench >> $(BENCH_OUT)/worker-after.txt || exit 1; \
-	done
-	@if [ -n "$(BEFORE)" ]; then $(BENCHSTAT) -ignore pkg before=$(BENCH_OUT)/worker-before.txt after=$(BENCH_OUT)/worker-after.txt; \
-	else $(BENCHSTAT) $(BENCH_OUT)/worker-after.txt; fi
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./internal/cloud/pattern ./internal/jsonscan | tee $(BENCH_OUT)/other.txt
+	$(BENCHSTAT) $(BENCH_OUT)/worker.txt
+	@if [ -n "$(BEFORE)" ]; then \
+	  $(BENCHSTAT) before=$(BENCH_OUT)/accept-before.txt after=$(BENCH_OUT)/accept.txt && \
+	  $(BENCHSTAT) before=$(BENCH_OUT)/worker-before.txt after=$(BENCH_OUT)/worker.txt; fi
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./internal/cloud/pattern | tee $(BENCH_OUT)/other.txt
 	COLDSTART_STARTS=11 $(GO) test -count=1 -v -run 'TestColdStart$$' ./internal/coldstart
 	$(GO) run ./cmd/linegate bench --work 100ms
 	$(GO) run ./cmd/linegate bench --work 1s

@@ -16,7 +16,6 @@ type record struct {
 	msg       events.SQSMessage
 	detail    envelope.Detail // set by decode
 	head      bot.Head        // set by decode: enough to deduplicate
-	reader    bot.Reader      // decode's reading of the event, which parse builds it from
 	event     *bot.Event      // set by parse, after the claim
 	messenger bot.Messenger   // set by parse: the event's LINE client (nil: none)
 	panicked  *panicked       // set by recoverPanics when the handler panicked
@@ -74,9 +73,7 @@ func chain(steps []middleware, last handler) handler {
 //     it sees every error (an undecodable record included) and turns it into
 //     a dead letter or a growing retry delay before account reports it.
 //   - decode before idempotent: the claim needs only the envelope and the
-//     event's head. decode reads the record once, front to back, for the
-//     envelope, the head and the rest of a common event (bot.Reader), so
-//     parse builds the event without reading the record again.
+//     event's head (bot.Peek), not the SDK's full decode.
 //   - idempotent before parse: a duplicate costs a claim, never the SDK's
 //     full decode nor a LINE client; a parse failure releases the claim.
 //   - latestEdit after parse (the edited message's chat and ID are in the

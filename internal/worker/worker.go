@@ -422,9 +422,8 @@ func (p *Processor) isLong(msg events.SQSMessage) bool {
 func (p *Processor) deferRecord(ctx context.Context, msg events.SQSMessage) {
 	res := Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg), Group: msg.Attributes["MessageGroupId"],
 		Queue: queueName(msg.EventSourceARN), Outcome: OutcomeDeferred, Err: ErrDeferred}
-	var ev bot.Reader
-	if _, err := envelope.DecodeRecord(msg.Body, &ev); err == nil {
-		if h, err := ev.Head(); err == nil {
+	if _, d, err := envelope.Decode([]byte(msg.Body)); err == nil {
+		if h, err := bot.Peek(d.Event); err == nil {
 			res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
 		}
 	}
