@@ -8,7 +8,7 @@
 //
 // Writing is a few appends rather than json.Marshal, which would compact and
 // HTML-escape the event's raw bytes: the event must reach the worker exactly
-// as LINE sent it. Reading is encoding/json (docs/adr/0006-hot-path-stdlib.md).
+// as LINE sent it. Reading is encoding/json (docs/adr/0010-hot-path-stdlib.md).
 package envelope
 
 import (

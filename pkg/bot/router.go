@@ -51,7 +51,7 @@ const maxDebounce = 15 * time.Minute
 //
 // The window is conversational time, measured on the clock (never
 // compressed by `linegate local --time-scale`). A debounced handler runs
-// on the long-work queue, as a Long one does (docs/adr/0005): its answer
+// on the long-work queue, as a Long one does (docs/adr/0009-debounce.md): its answer
 // is not ordered with the chat's later messages of other routes, which are
 // answered while the burst waits. Without a long-work queue (a worker
 // built without one) every event runs on its own. A window of 0 or less
