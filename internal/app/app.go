@@ -4,7 +4,7 @@
 //
 // What this bot does:
 //   - any text: echoes it;
-//   - "slow …": long work (bot.Long): it runs on the long-work queue's own
+//   - "slow …": long work (bot.Queue("long")): it runs on the long-work queue's own
 //     capacity behind the loading animation, works for SlowWork (5 s), then
 //     answers — by reply if the token is still fresh, by push otherwise —
 //     while the chat's next messages and other users' are answered at once;
@@ -85,7 +85,7 @@ func New(cfg Config) *bot.Router {
 			what = "the job"
 		}
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
-	}, bot.Long())
+	}, bot.Queue("long"))
 	r.OnText("ask", answerAsk, bot.Debounce(AskWindow, AskMaxWait))
 	r.OnEdited(func(ctx context.Context, e *bot.Event, text string) error {
 		return e.ReplyText(ctx, "Edited: now it says \u201c"+text+"\u201d")

@@ -63,7 +63,7 @@ func TestExampleBot(t *testing.T) {
 				}
 			}()
 			ev := event(t, tt.raw, rec)
-			if got := r.Long(ev); got != tt.wantLong {
+			if got := r.Queue(ev) == "long"; got != tt.wantLong {
 				t.Fatalf("Long = %v, want %v", got, tt.wantLong)
 			}
 			err := r.Dispatch(context.Background(), ev)

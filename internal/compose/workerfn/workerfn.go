@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		opts = append(opts, worker.WithCrashReports(d.Ops, cfg.OpsTopicARN))
 	}
 	if d.Queues != nil {
-		opts = append(opts, worker.WithQueues(d.Queues), worker.WithLongQueue(cfg.LongQueueURL))
+		opts = append(opts, worker.WithQueues(d.Queues), worker.WithRouteQueues(cfg.RouteQueues))
 	}
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))
