@@ -19,7 +19,10 @@ const module = "github.com/linegate/linegate/"
 // or LINE Messaging API client and none of the worker's or notifier's code.
 // The webhook and the worker link SQS (docs/adr/0001-per-chat-order.md): the
 // webhook sends chat events to the FIFO chat queue, the worker dead-letters,
-// delays and hands off records on its own queues.
+// delays and hands off records on its own queues. The worker links the
+// bot-process protocol (internal/botproc): under `linegate local` its binary
+// is the bot's own process, serving the router instead of starting Lambda's
+// runtime.
 var denied = map[string][]string{
 	"webhook": {
 		ssmClient,
@@ -30,6 +33,7 @@ var denied = map[string][]string{
 		module + "internal/lineapi",
 		module + "internal/worker",
 		module + "pkg/bot",
+		module + "internal/botproc",
 		module + "internal/alert",
 		module + "internal/crash",
 		module + "internal/idempotency",
@@ -88,6 +92,7 @@ func pagerDenied() []string {
 		module + "internal/chatqueue",
 		module + "internal/worker",
 		module + "pkg/bot",
+		module + "internal/botproc",
 		module + "internal/idempotency",
 		module + "internal/app",
 		module + "internal/chatops",
@@ -105,7 +110,7 @@ const laptop = "<laptop world>"
 // package under internal/ is the Lambda world's; TestEveryInternalPackageHasAWorld
 // fails for a new package on neither side.
 var laptopWorld = []string{
-	"awswire", "bench", "botproc", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
+	"awswire", "bench", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
 	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "stack",
 	"template", "testbot", "testclock", "testio", "testmem", "testmessenger", "testmetrics", "testsns",
 	"testsummary", "tracetest", "watch", "xraycollector",

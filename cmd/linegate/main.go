@@ -43,8 +43,6 @@ var commands = map[string]command{
 	"bench":       benchCommand,
 	"doctor":      doctorCommand,
 	"resend-held": resendHeldCommand,
-	// bot-serve is not listed in usage: linegate local --watch runs it.
-	"bot-serve": botServeCommand,
 }
 
 func main() {

@@ -1,26 +1,7 @@
-// Command webhook is the API Gateway Lambda that verifies LINE's signature,
-// hands every event to EventBridge and every chat event to the FIFO chat
-// queue, and answers in milliseconds. The logic
-// lives in internal/ingress, the wiring in internal/compose/webhookfn.
+// Command webhook is the webhook function (package
+// github.com/linegate/linegate/pkg/run/webhook).
 package main
 
-import (
-	"context"
+import "github.com/linegate/linegate/pkg/run/webhook"
 
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/linegate/linegate/internal/compose"
-	"github.com/linegate/linegate/internal/compose/webhookfn"
-	"github.com/linegate/linegate/internal/config"
-)
-
-func main() {
-	compose.Main("webhook", config.LoadWebhook, func(ctx context.Context, cfg config.Webhook, env compose.Env) (any, error) {
-		h, err := webhookfn.New(ctx, cfg, eventbridge.NewFromConfig(env.AWS), sqs.NewFromConfig(env.AWS), env.Common)
-		if err != nil {
-			return nil, err
-		}
-		return compose.Flushing(env.EMF, h.APIGateway), nil
-	})
-}
+func main() { webhook.Start() }

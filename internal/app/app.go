@@ -34,6 +34,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +65,21 @@ var ErrProbe = errors.New("probe:fail: this handler always fails (PROBES_ENABLED
 // bot.Permanent.
 var ErrProbePermanent = errors.New("probe:permanent: this handler fails for good (PROBES_ENABLED=true)")
 
-// New returns the example bot's router.
-func New(cfg Config) *bot.Router {
+// New returns the example bot's router, configured from the process's
+// environment (ConfigFromEnv): functions/worker/main.go runs it.
+func New() *bot.Router { return NewWith(ConfigFromEnv(os.Getenv)) }
+
+// ConfigFromEnv reads the bot's configuration: PROBES_ENABLED=true turns
+// the probes on (the template's ProbesEnabled; linegate local sets it).
+// The worker's own configuration refuses a PROBES_ENABLED that is not a
+// boolean before the bot runs.
+func ConfigFromEnv(getenv func(string) string) Config {
+	probes, _ := strconv.ParseBool(getenv("PROBES_ENABLED"))
+	return Config{Probes: probes}
+}
+
+// NewWith returns the example bot's router with cfg.
+func NewWith(cfg Config) *bot.Router {
 	if cfg.SlowWork == 0 {
 		cfg.SlowWork = 5 * time.Second
 	}

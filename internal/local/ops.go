@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -107,11 +108,30 @@ func (r *Runtime) localOpsEnv(env map[string]string) {
 	env["OPERATOR_LINE_IDS"] = orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator)
 	for k, v := range env {
 		for _, q := range r.top.Queues {
-			if v == q.URL && r.res.queueURL[q.LogicalID] != "" {
-				env[k] = r.res.queueURL[q.LogicalID]
+			if u := r.res.queueURL[q.LogicalID]; u != "" {
+				v = replaceURL(v, q.URL, u)
 			}
 		}
+		env[k] = v
 	}
+}
+
+// replaceURL replaces old in v where it is the whole value or a whole
+// value of a name=URL list (ROUTE_QUEUES: "long=URL,reports=URL").
+func replaceURL(v, old, new string) string {
+	if v == old {
+		return new
+	}
+	if !strings.Contains(v, "="+old) {
+		return v
+	}
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		if name, url, ok := strings.Cut(p, "="); ok && url == old {
+			parts[i] = name + "=" + new
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // startScheduled runs a function with Schedule events (the quota governor)

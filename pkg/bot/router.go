@@ -102,6 +102,17 @@ type Router struct {
 	text     []textRoute
 	fallback route
 	mw       []Middleware
+	delegate func() *Router // botbridge.Delegate: the router to route by instead
+}
+
+// current is the router r routes by: the delegate's when it has one.
+func (r *Router) current() *Router {
+	if r.delegate != nil {
+		if d := r.delegate(); d != nil {
+			return d
+		}
+	}
+	return r
 }
 
 type textRoute struct {
@@ -174,6 +185,7 @@ func (r *Router) Dispatch(ctx context.Context, e *Event) error {
 	if e.Standby() {
 		return nil
 	}
+	r = r.current()
 	h := r.route(e).h
 	if h == nil {
 		return nil
@@ -192,7 +204,7 @@ func (r *Router) Queue(e *Event) string {
 	if e.Standby() {
 		return ""
 	}
-	rt := r.route(e)
+	rt := r.current().route(e)
 	if rt.h == nil {
 		return ""
 	}
@@ -231,7 +243,7 @@ func (r *Router) Debounced(e *Event) (route string, window, maxWait time.Duratio
 	if e.Standby() {
 		return "", 0, 0
 	}
-	rt := r.route(e)
+	rt := r.current().route(e)
 	if rt.h == nil || rt.window <= 0 {
 		return "", 0, 0
 	}
