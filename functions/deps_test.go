@@ -46,7 +46,7 @@ var denied = map[string][]string{
 		module + "internal/linetoken",
 		module + "internal/quota",
 	},
-	// The worker links SQS since issue 14 (DESIGN: alerts carry buttons that
+	// The worker links SQS (DESIGN: alerts carry buttons that
 	// act for operators; the worker holds results in the HeldQueue, resends
 	// them and redrives DLQs from an operator's tap).
 	"worker": {
@@ -111,7 +111,7 @@ const laptop = "<laptop world>"
 // fails for a new package on neither side.
 var laptopWorld = []string{
 	"awswire", "bench", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
-	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "stack",
+	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "scaffold", "stack",
 	"template", "testbot", "testclock", "testio", "testmem", "testmessenger", "testmetrics", "testsns",
 	"testsummary", "tracetest", "watch", "xraycollector",
 }
@@ -134,8 +134,8 @@ func expand(deny []string) []string {
 
 // ssmClient is denied to every function: each reads its secrets once at
 // start with internal/secrets' own SSM call, since the SDK's SSM package builds
-// the whole SSM API's schemas at process start (issue 16: about 1.3 ms of
-// every INIT).
+// the whole SSM API's schemas at process start (about 1.3 ms of every
+// INIT).
 const ssmClient = "github.com/aws/aws-sdk-go-v2/service/ssm"
 
 // depsCache keeps each function's `go list -deps` answer for the tests of

@@ -29,20 +29,18 @@ type botRunner struct {
 	root   string // the module's directory
 	pkg    string // the worker's package, relative to root
 
+	// lifeline is every bot process's standard input: the read end of a
+	// pipe whose write end only this process holds (botproc.EnvLifeline).
+	lifeline, lifelineW *os.File
+
 	mu  sync.Mutex
 	env map[string]string // the worker function's environment (local.Config.WorkerEnv)
 }
 
-// newBotRunner finds the module around the current directory and makes
-// the directory of the bot processes and the socket they call back on.
+// newBotRunner makes the directory of the bot processes and the socket
+// they call back on, for the bot of package pkg of the module around the
+// current directory (found by run).
 func newBotRunner(pkg string) (*botRunner, error) {
-	root, err := watch.ModuleRoot(".")
-	if err != nil {
-		return nil, fmt.Errorf("the bot is built from its Go module: %w", err)
-	}
-	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(pkg))); err != nil {
-		return nil, fmt.Errorf("no %s in the module at %s: --bot names the package of the project's worker function (its main calls worker.Start with the bot): %w", pkg, root, err)
-	}
 	dir, err := os.MkdirTemp("", "linegate-bot-")
 	if err != nil {
 		return nil, err
@@ -52,13 +50,21 @@ func newBotRunner(pkg string) (*botRunner, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &botRunner{client: client, dir: dir, root: root, pkg: pkg}, nil
+	r, w, err := os.Pipe()
+	if err != nil {
+		_ = client.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &botRunner{client: client, dir: dir, pkg: pkg, lifeline: r, lifelineW: w}, nil
 }
 
 // close stops serving the bot processes' calls and removes their
 // directory.
 func (b *botRunner) close() {
 	_ = b.client.Close()
+	_ = b.lifelineW.Close()
+	_ = b.lifeline.Close()
 	_ = os.RemoveAll(b.dir)
 }
 
@@ -93,7 +99,7 @@ func (b *botRunner) processEnv(socket string) []string {
 		env = append(env, k+"="+b.env[k])
 	}
 	return append(env, botproc.EnvSocket+"="+socket, botproc.EnvParent+"="+b.client.Socket(),
-		botproc.EnvProtocol+"="+strconv.Itoa(botproc.Protocol))
+		botproc.EnvProtocol+"="+strconv.Itoa(botproc.Protocol), botproc.EnvLifeline+"=stdin")
 }
 
 // run builds the bot, runs it, calls started once it answers, and with
@@ -102,6 +108,12 @@ func (b *botRunner) run(ctx context.Context, template string, rebuild bool, out 
 	self, err := filepath.Abs(template)
 	if err != nil {
 		return err
+	}
+	if b.root, err = watch.ModuleRoot("."); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(b.root, filepath.FromSlash(b.pkg))); err != nil {
+		return fmt.Errorf("no %s in the module at %s: --bot names the package of the project's worker function (its main calls worker.Start with the bot): %w", b.pkg, b.root, err)
 	}
 	fmt.Fprintf(out, "  bot: %s of %s, built with go build and run in its own process\n", b.pkg, b.root)
 	if rebuild {
@@ -114,6 +126,7 @@ func (b *botRunner) run(ctx context.Context, template string, rebuild bool, out 
 		Command: func(bin, socket string) *exec.Cmd {
 			cmd := exec.Command(bin)
 			cmd.Env, cmd.Stdout, cmd.Stderr = b.processEnv(socket), os.Stderr, os.Stderr
+			cmd.Stdin = b.lifeline // its end, when this process exits however it does, stops the bot
 			return cmd
 		},
 	})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -24,6 +26,11 @@ const (
 	EnvParent = "LINEGATE_BOT_PARENT"
 	// EnvProtocol is the parent's Protocol.
 	EnvProtocol = "LINEGATE_BOT_PROTOCOL"
+	// EnvLifeline, set to "stdin", says the child's standard input is a
+	// pipe the parent holds open and never writes: its end (the parent
+	// exited, even by SIGKILL) stops the child, which never outlives
+	// linegate local.
+	EnvLifeline = "LINEGATE_BOT_LIFELINE"
 )
 
 // childGrace is how long a child stopped by SIGINT or SIGTERM lets the
@@ -64,5 +71,18 @@ func ServeChild(ctx context.Context, router *bot.Router, getenv func(string) str
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if getenv(EnvLifeline) == "stdin" {
+		ctx = untilEOF(ctx, os.Stdin)
+	}
 	return Serve(ctx, ln, router, Socket(parent), childGrace)
+}
+
+// untilEOF is ctx, ended when r reaches its end (or fails).
+func untilEOF(ctx context.Context, r io.Reader) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, r)
+		cancel()
+	}()
+	return ctx
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -183,5 +184,25 @@ func TestServeChildChecksTheParent(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("ServeChild after its context ended: %v", err)
+	}
+}
+
+// A child's context ends when its lifeline (its standard input, a pipe
+// only the parent writes to) ends: the parent is gone.
+func TestLifeline(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := untilEOF(context.Background(), r)
+	if ctx.Err() != nil {
+		t.Fatal("ended while the parent holds the pipe")
+	}
+	_ = w.Close()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running 10 s after its lifeline ended")
 	}
 }

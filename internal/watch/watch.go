@@ -177,9 +177,9 @@ func (w *watcher) reload(ctx context.Context, gen int) error {
 	w.cfg.Client.Swap(botproc.Socket(c.socket), c.hello)
 	if old != nil {
 		go w.retire(old)
-		w.say("bot rebuilt and live in %s (queues, DLQs, idempotency and the event log kept)", time.Since(begin).Round(10*time.Millisecond))
+		w.say("bot rebuilt and live in %s (pid %d; queues, DLQs, idempotency and the event log kept)", time.Since(begin).Round(10*time.Millisecond), c.cmd.Process.Pid)
 	} else {
-		w.say("bot built and running in its own process in %s", time.Since(begin).Round(10*time.Millisecond))
+		w.say("bot built and running in its own process (pid %d) in %s", c.cmd.Process.Pid, time.Since(begin).Round(10*time.Millisecond))
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func ModuleRoot(dir string) (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", errors.New("no go.mod above " + dir + ": --watch rebuilds the bot from its Go module")
+			return "", errors.New("no go.mod above " + dir + ": linegate local builds the bot from the Go module it is started in (linegate new DIR writes one)")
 		}
 	}
 }
