@@ -38,7 +38,7 @@ func benchCommand(fs *flag.FlagSet) action {
 	drainTimeout := fs.Duration("drain-timeout", 0, "how long to wait for effects after the last delivery (default: derived)")
 	seed := fs.Uint64("seed", 0, "seed of the flaky/poison choice and of injected faults (default: a new one each run, printed in the report; pass it to repeat a run)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of markdown")
-	mix := fs.Bool("mix", false, "linegate only: quick messages from --quick-users users next to long work (bot.Queue("long")) from --slow-users others, against the same quick traffic alone")
+	mix := fs.Bool("mix", false, "linegate only: quick messages from --quick-users users next to long work (bot.Queue(\"long\")) from --slow-users others, against the same quick traffic alone")
 	slowUsers := fs.Int("slow-users", bench.DefaultMixSlowUsers, "mix: users who each start one long job (--work long, default 5s)")
 	quickUsers := fs.Int("quick-users", bench.DefaultMixQuickUsers, "mix: other users who send quick messages")
 	quickRounds := fs.Int("quick-rounds", bench.DefaultMixQuickRounds, "mix: quick messages per quick user, one round every 200 ms")
