@@ -65,3 +65,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720211330-0afa2a65878a // indirect
 	google.golang.org/grpc v1.82.1 // indirect
 )
+
+tool github.com/linegate/linegate/cmd/linegate

@@ -139,10 +139,12 @@ func startProcessWith(t *testing.T, dir string, env []string, args ...string) *p
 			_, _ = p.console.Write([]byte(line + "\n"))
 		}
 	}()
+	// The ready line comes once the bot's process (the module's
+	// functions/worker, built first) answers.
 	select {
 	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no ready line after 30 s; console:\n%s", p.console.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("no ready line after 3 minutes; console:\n%s", p.console.String())
 	}
 	return p
 }

@@ -194,7 +194,7 @@ func startLocal(t *testing.T) *local.Runtime {
 	rt, err := local.Start(context.Background(), local.Config{
 		Template: filepath.Join(repoRoot, "template.yaml"), Addr: "127.0.0.1:0",
 		Getenv: func(string) string { return "" },
-		Bot:    func(c config.Worker) *bot.Router { return app.New(app.Config{Probes: c.Probes}) },
+		Bot:    func(c config.Worker) *bot.Router { return app.NewWith(app.Config{Probes: c.Probes}) },
 	})
 	if err != nil {
 		t.Fatalf("linegate local: %v", err)
