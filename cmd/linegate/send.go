@@ -59,7 +59,7 @@ func sendCommand(fs *flag.FlagSet) action {
 			if err != nil {
 				return err
 			}
-			return postRaw(ctx, *url, *secret, body, stdout)
+			return postRaw(ctx, *url, *secret, name, body, stdout)
 		}
 		p := lineplatform.New(*url, []byte(*secret))
 		if name != channel.Default {
@@ -88,7 +88,7 @@ func sendCommand(fs *flag.FlagSet) action {
 		}
 		fmt.Fprintf(stdout, "%d %s in %s (webhookEventId %s)\n", a.Status, http.StatusText(a.Status), a.Latency.Round(time.Microsecond), d.WebhookEventIDs[0])
 		if a.Status/100 != 2 {
-			return refused(a.Status)
+			return refused(a.Status, name)
 		}
 		return nil
 	}
@@ -99,8 +99,13 @@ func noAnswer(url string, err error) error {
 	return fmt.Errorf("no answer from %s: %w\n  is linegate local running? start it with `make local` (or pass --url)", url, err)
 }
 
-// refused is the error of a send the webhook answered with status.
-func refused(status int) error {
+// refused is the error of a send the webhook answered with status; ch is
+// the channel sent as ("" the default), whose secret a 401 names.
+func refused(status int, ch string) error {
+	if status == http.StatusUnauthorized && ch != channel.Default {
+		return fmt.Errorf("the webhook answered 401: the signature was refused: --secret (default $LINE_CHANNEL_SECRET_%s, else linegate local's %q) is not channel %s's secret, or --url is not channel %s's webhook (/webhook/%s)",
+			channel.EnvSuffix(ch), local.ChannelSecret(ch), ch, ch, ch)
+	}
 	if status == http.StatusUnauthorized {
 		return fmt.Errorf("the webhook answered 401: the signature was refused: --secret (default $LINE_CHANNEL_SECRET, else linegate local's %q) is not the channel secret the webhook uses", local.DefaultSecret)
 	}
@@ -108,7 +113,7 @@ func refused(status int) error {
 }
 
 // postRaw signs and posts a body as it is, for hand-made or recorded webhooks.
-func postRaw(ctx context.Context, url, secret string, body []byte, stdout io.Writer) error {
+func postRaw(ctx context.Context, url, secret, ch string, body []byte, stdout io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -125,7 +130,7 @@ func postRaw(ctx context.Context, url, secret string, body []byte, stdout io.Wri
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	fmt.Fprintf(stdout, "%d %s in %s: %s\n", resp.StatusCode, http.StatusText(resp.StatusCode), time.Since(start).Round(time.Microsecond), out)
 	if resp.StatusCode/100 != 2 {
-		return refused(resp.StatusCode)
+		return refused(resp.StatusCode, ch)
 	}
 	return nil
 }
