@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,9 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/signature"
+	"github.com/linegate/linegate/internal/stack"
+	"github.com/linegate/linegate/internal/testbot"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // channelSaid reports whether the local LINE API recorded a message of
@@ -141,5 +152,86 @@ func TestSendChannel(t *testing.T) {
 		if code, _, _ := runCLI("send", "--channel", bad, "--text", "x"); code != 2 {
 			t.Errorf("send --channel %q: exit %d, want 2", bad, code)
 		}
+	}
+}
+
+// doctor --channel b checks channel b of a linegate local: its webhook
+// setting, test delivery, redelivery, bot info (b's bot), secret and quota
+// through b's token; b's broken setting fails b's report and not the
+// default channel's; a channel not served fails; a bad name is a usage
+// error.
+func TestDoctorChannelAgainstLocal(t *testing.T) {
+	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 300,
+		Channels: []string{"b"}, Getenv: func(string) string { return "" }, Bot: func(config.Worker) *bot.Router { return testbot.New() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	t.Setenv("LINE_CHANNEL_SECRET_B", "")
+	t.Setenv("LINE_CHANNEL_ACCESS_TOKEN_B", "")
+
+	code, out, errOut := runCLI("doctor", "--endpoint-url", rt.URL(), "--channel", "b")
+	if code != 0 || strings.Contains(out, "FAIL") {
+		t.Fatalf("healthy channel b: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"linegate doctor: linegate local at " + rt.URL() + ", channel b", "PASS  webhook endpoint", rt.ChannelWebhookURL("b") + ", in use",
+		"PASS  bot info", linemock.ChannelBotUserID("b"), "PASS  channel secret", "PASS  test delivery", "PASS  webhook redelivery", "PASS  push quota"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("channel b's report lacks %q:\n%s", want, out)
+		}
+	}
+
+	rt.LINE().SetChannelSettings("b", linemock.Channel{Active: true, Redelivery: true})
+	code, out, _ = runCLI("doctor", "--endpoint-url", rt.URL(), "--channel", "b")
+	if code != 1 || !strings.Contains(out, "FAIL  webhook endpoint") || !strings.Contains(out, "fix: set the webhook URL to "+rt.ChannelWebhookURL("b")) {
+		t.Fatalf("b's webhook URL unset: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI("doctor", "--endpoint-url", rt.URL()); code != 0 {
+		t.Fatalf("b's setting failed the default channel's report: exit %d\n%s", code, out)
+	}
+	rt.LINE().SetChannelSettings("b", linemock.Channel{Endpoint: rt.ChannelWebhookURL("b"), Active: true, Redelivery: true})
+
+	t.Setenv("LINE_CHANNEL_SECRET_B", "not-b-secret")
+	code, out, _ = runCLI("doctor", "--endpoint-url", rt.URL(), "--channel", "b")
+	if code != 1 || !strings.Contains(out, "FAIL  channel secret") {
+		t.Fatalf("a wrong secret for b: exit %d\n%s", code, out)
+	}
+	t.Setenv("LINE_CHANNEL_SECRET_B", "")
+
+	if code, out, _ := runCLI("doctor", "--endpoint-url", rt.URL(), "--channel", "c"); code != 1 || !strings.Contains(out, "FAIL  bot info") {
+		t.Fatalf("a channel linegate local does not serve: exit %d\n%s", code, out)
+	}
+	if code, _, _ := runCLI("doctor", "--endpoint-url", rt.URL(), "--channel", "B"); code != 2 {
+		t.Fatalf("doctor --channel B exited %d, want 2", code)
+	}
+}
+
+// Against a stack, doctor --channel NAME reads NAME's credentials under the
+// stack's ChannelParameterPath (here on moto's SSM), and refuses a channel
+// the stack's Channels parameter does not name.
+func TestDoctorNamedChannelOfAStack(t *testing.T) {
+	d := &deployment{stack: &stack.Stack{Name: "prod", Parameters: map[string]string{"Channels": "staging,brand-tw", "ChannelParameterPath": "/p"}}}
+	if _, _, err := d.namedChannel(context.Background(), "other"); !errors.Is(err, errNoChannel) || !strings.Contains(err.Error(), "staging,brand-tw") {
+		t.Fatalf("a channel the stack does not serve: %v", err)
+	}
+
+	ep := motoserver.Start(t)
+	d.aws = motoserver.Config(ep)
+	ctx := context.Background()
+	c := ssm.NewFromConfig(d.aws)
+	for name, v := range map[string]string{"/p/brand-tw/secret": "tw-secret", "/p/brand-tw/token": "tw-token"} {
+		if _, err := c.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(v), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, secret, err := d.namedChannel(ctx, "brand-tw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := secret(ctx); err != nil || got != "tw-secret" {
+		t.Fatalf("brand-tw's secret = %q, %v; want tw-secret from /p/brand-tw/secret", got, err)
+	}
+	if _, _, err := d.namedChannel(ctx, "staging"); err == nil || !strings.Contains(err.Error(), "/p/staging/token") {
+		t.Fatalf("staging without its token in SSM: %v; want an error naming /p/staging/token", err)
 	}
 }

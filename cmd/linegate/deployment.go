@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/linegate/linegate/internal/channel"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/doctor"
 	"github.com/linegate/linegate/internal/held"
@@ -161,6 +165,40 @@ func (d *deployment) channelSecret(ctx context.Context) (string, error) {
 	return vals[0], nil
 }
 
+// errNoChannel is the error of a --channel the stack does not serve.
+var errNoChannel = errors.New("no such channel")
+
+// namedChannel is what doctor checks a stack's named channel ch with: a
+// LINE client with its credentials (under the stack's
+// ChannelParameterPath/ch/, in the stack's token mode) and the reader of
+// its secret. ch must be one of the stack's Channels.
+func (d *deployment) namedChannel(ctx context.Context, ch string) (*lineapi.Client, func(context.Context) (string, error), error) {
+	served := strings.Split(d.stack.Parameters["Channels"], ",")
+	if !slices.Contains(served, ch) {
+		return nil, nil, fmt.Errorf("stack %s: %w %q (its Channels parameter is %q): add it as docs/deploy.md \"Adding a channel\" says",
+			d.stack.Name, errNoChannel, ch, d.stack.Parameters["Channels"])
+	}
+	path := cmp.Or(strings.TrimRight(d.stack.Parameters["ChannelParameterPath"], "/"), "/linegate/channels") + "/" + ch + "/"
+	c := config.Channel{Name: ch, Secret: config.Secret{Param: path + "secret"}, AccessToken: config.Secret{Param: path + "token"},
+		ChannelID: config.Secret{Param: path + "channel-id"}, AssertionKey: config.Secret{Param: path + "assertion-key"}}
+	base := d.stack.LineAuth()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	params := sdkParameters{ssm.NewFromConfig(d.aws)}
+	tokens, _, err := linetoken.FromConfig(ctx, c.Auth(base), params, hc, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("channel %s's access token: %w", ch, err)
+	}
+	line := lineapi.New("", lineapi.WithTokenSource(tokens), lineapi.WithHTTPClient(hc), lineapi.WithLogger(slog.New(slog.DiscardHandler)))
+	secret := func(ctx context.Context) (string, error) {
+		vals, err := secrets.Resolve(ctx, params, c.Secret)
+		if err != nil {
+			return "", fmt.Errorf("channel %s's secret: %w", ch, err)
+		}
+		return vals[0], nil
+	}
+	return line, secret, nil
+}
+
 // errChecksFailed makes doctor exit 1 after printing its report.
 var errChecksFailed = errors.New("some checks failed (see the fixes above)")
 
@@ -168,18 +206,35 @@ var errChecksFailed = errors.New("some checks failed (see the fixes above)")
 // pass/fail report with fixes.
 func doctorCommand(fs *flag.FlagSet) action {
 	df := addDeploymentFlags(fs, time.Minute)
+	chFlag := fs.String("channel", "", "check the named channel NAME (its token, its webhook /webhook/NAME, its secret) instead of the default one")
 	return func(ctx context.Context, _ []string, stdout, _ io.Writer) error {
-		ctx, cancel, d, err := df.connect(ctx, "usage: linegate doctor (--endpoint-url URL | --stack NAME)")
+		ch, err := channel.Parse(*chFlag)
+		if err != nil {
+			return usageError{"--channel: " + err.Error()}
+		}
+		ctx, cancel, d, err := df.connect(ctx, "usage: linegate doctor (--endpoint-url URL | --stack NAME) [--channel NAME]")
 		defer cancel()
 		if err != nil {
 			return err
 		}
 		var t doctor.Target
-		if d.local {
+		switch {
+		case d.local && ch == channel.Default:
 			secret, _ := d.channelSecret(ctx)
 			t = doctor.Local{URL: d.url, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN", local.DefaultToken), Secret: secret}
-		} else {
+		case d.local:
+			sfx := channel.EnvSuffix(ch)
+			t = doctor.Local{URL: d.url, Channel: ch, Token: envOr("LINE_CHANNEL_ACCESS_TOKEN_"+sfx, local.ChannelToken(ch, "")),
+				Secret: envOr("LINE_CHANNEL_SECRET_"+sfx, local.ChannelSecret(ch))}
+		case ch == channel.Default:
 			t = doctor.Stack{Info: d.stack, LINE: d.line, Secret: d.channelSecret, SQS: sqs.NewFromConfig(d.aws),
+				Events: eventbridge.NewFromConfig(d.aws), Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
+		default:
+			line, secret, err := d.namedChannel(ctx, ch)
+			if err != nil {
+				return err
+			}
+			t = doctor.Stack{Info: d.stack, Channel: ch, LINE: line, Secret: secret, SQS: sqs.NewFromConfig(d.aws),
 				Events: eventbridge.NewFromConfig(d.aws), Alarmsrc: cloudwatch.NewFromConfig(d.aws), SNS: sns.NewFromConfig(d.aws)}
 		}
 		rs := doctor.Run(ctx, t)

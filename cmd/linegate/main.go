@@ -10,7 +10,7 @@
 //	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
 //	linegate env-json --stack NAME [--template template.yaml] [--out FILE]
 //	linegate replay  --since RFC3339 --until RFC3339 [--bus linegate] [--archive NAME] [--endpoint-url URL] [--no-wait]
-//	linegate doctor      (--endpoint-url URL | --stack NAME)
+//	linegate doctor      (--endpoint-url URL | --stack NAME) [--channel NAME]
 //	linegate resend-held (--endpoint-url URL | --stack NAME) [--max N]
 package main
 

@@ -4,7 +4,10 @@
 // configured channel secret verifies a signed test body, the month's quota)
 // and the AWS side (dead-letter queue depths, alarm states, the ops topic's
 // subscriptions). The same checks run against `linegate local` and against
-// a deployed stack; only the Target differs.
+// a deployed stack; only the Target differs. A stack with several channels
+// is checked one channel at a time: the Target's Channel names the one
+// whose LINE side (its token, its webhook at /webhook/NAME, its secret) is
+// checked; the AWS side is the stack's, shared by every channel.
 package doctor
 
 import (
@@ -74,9 +77,11 @@ type Target interface {
 	// Redelivery reports whether webhook redelivery is on; known is false
 	// when the target cannot tell (LINE's API does not expose it).
 	Redelivery(ctx context.Context) (on, known bool, err error)
-	// PostSigned signs a verify body ("events": []) with the configured
-	// channel secret, posts it to the webhook and returns the status.
-	PostSigned(ctx context.Context) (int, error)
+	// PostSigned signs a verify body ("events": [], for destination: the
+	// bot's user ID, which a webhook with a bot user ID check requires)
+	// with the configured channel secret, posts it to the webhook and
+	// returns the status.
+	PostSigned(ctx context.Context, destination string) (int, error)
 	// DLQs are the target's dead-letter queues, found where the template
 	// or AWS defines them (redrive policies, rule targets' dead-letter
 	// configs), with their depth.
@@ -92,7 +97,8 @@ type Target interface {
 func Run(ctx context.Context, t Target) []Result {
 	var out []Result
 	out = append(out, webhookChecks(ctx, t)...)
-	out = append(out, redelivery(ctx, t), botInfo(ctx, t), signedBody(ctx, t), quota(ctx, t))
+	bot, botUserID := botInfo(ctx, t)
+	out = append(out, redelivery(ctx, t), bot, signedBody(ctx, t, botUserID), quota(ctx, t))
 	out = append(out, dlqs(ctx, t), alarms(ctx, t), subscriptions(ctx, t), alertEmail(ctx, t))
 	return out
 }
@@ -172,20 +178,30 @@ func redelivery(ctx context.Context, t Target) Result {
 	return r
 }
 
-func botInfo(ctx context.Context, t Target) Result {
+// botInfo checks the token with LINE's bot info, and returns the bot's
+// user ID ("" when it could not be read).
+func botInfo(ctx context.Context, t Target) (Result, string) {
 	r := Result{Check: "bot info"}
 	info, err := t.Line().BotInfo(ctx)
 	if err != nil {
 		r.Status, r.Detail = Fail, short(err)
 		r.Fix = "the channel access token is refused: check ChannelAccessTokenMode and its credentials in SSM (README 'Channel access tokens')"
-		return r
+		return r, ""
 	}
 	r.Status, r.Detail = Pass, fmt.Sprintf("%s (%s, %s)", info.DisplayName, info.BasicId, info.UserId)
-	return r
+	return r, info.UserId
 }
 
-func signedBody(ctx context.Context, t Target) Result {
-	status, err := t.PostSigned(ctx)
+// unknownBot is the verify body's destination when the bot's user ID could
+// not be read (a webhook with a bot user ID check then refuses it: the bot
+// info check has already failed).
+const unknownBot = "Udoctor"
+
+func signedBody(ctx context.Context, t Target, botUserID string) Result {
+	if botUserID == "" {
+		botUserID = unknownBot
+	}
+	status, err := t.PostSigned(ctx, botUserID)
 	if err != nil {
 		return Result{Check: "channel secret", Status: Fail, Detail: short(err),
 			Fix: "the webhook could not be reached or the secret read: check the stack's WebhookUrl output and ChannelSecretParameter"}

@@ -83,7 +83,7 @@ func stackTarget(t *testing.T, dlqDepth, configuredSecret string, subs subList) 
 	}))
 	t.Cleanup(hook.Close)
 	line := linemock.New(linemock.WithWebhookTester(func(ctx context.Context, ep string) (int, string) {
-		st, err := postSigned(ctx, http.DefaultClient, ep, secret)
+		st, err := postSigned(ctx, http.DefaultClient, ep, secret, linemock.DefaultBotInfo.UserID)
 		if err != nil {
 			return 0, err.Error()
 		}

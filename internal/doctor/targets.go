@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,18 +25,24 @@ import (
 	"github.com/linegate/linegate/internal/stack"
 )
 
-// verifyBody is LINE's verify request: a signed body without events, which
-// the webhook answers 200 and publishes nothing for.
-var verifyBody = []byte(`{"destination":"Udoctor","events":[]}`)
+// verifyBody is LINE's verify request for the bot destination: a signed
+// body without events, which the webhook answers 200 and publishes nothing
+// for.
+func verifyBody(destination string) []byte {
+	d, _ := json.Marshal(destination) // a string always marshals
+	return []byte(`{"destination":` + string(d) + `,"events":[]}`)
+}
 
-// postSigned signs verifyBody with secret and posts it to url.
-func postSigned(ctx context.Context, hc *http.Client, url, secret string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(verifyBody))
+// postSigned signs a verify body for destination with secret and posts it
+// to url.
+func postSigned(ctx context.Context, hc *http.Client, url, secret, destination string) (int, error) {
+	body := verifyBody(destination)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(signature.Header, signature.Sign([]byte(secret), verifyBody))
+	req.Header.Set(signature.Header, signature.Sign([]byte(secret), body))
 	res, err := hc.Do(req)
 	if err != nil {
 		return 0, err
@@ -48,9 +55,12 @@ func postSigned(ctx context.Context, hc *http.Client, url, secret string) (int, 
 // webhook, and its inspect endpoints.
 type Local struct {
 	URL    string // http://127.0.0.1:3000
-	Token  string // a channel access token the local LINE API accepts
-	Secret string // the channel secret the local webhook verifies with
-	HTTP   *http.Client
+	Token  string // a channel access token of Channel the local LINE API accepts
+	Secret string // the secret Channel's local webhook verifies with
+	// Channel is the named channel checked (linegate local --channel
+	// NAME: its webhook /webhook/NAME, its settings); "" the default.
+	Channel string
+	HTTP    *http.Client
 }
 
 func (l Local) client() *http.Client {
@@ -61,7 +71,23 @@ func (l Local) client() *http.Client {
 }
 
 // Describe names the target.
-func (l Local) Describe() string { return "linegate local at " + l.URL }
+func (l Local) Describe() string { return "linegate local at " + l.URL + channelOf(l.Channel) }
+
+// channelOf is how a report's first line names a named channel ch.
+func channelOf(ch string) string {
+	if ch == "" {
+		return ""
+	}
+	return ", channel " + ch
+}
+
+// channelPath is the path element after /webhook of channel ch's webhook.
+func channelPath(ch string) string {
+	if ch == "" {
+		return ""
+	}
+	return "/" + ch
+}
 
 // Line is a client of the local LINE API.
 func (l Local) Line() *lineapi.Client {
@@ -69,23 +95,29 @@ func (l Local) Line() *lineapi.Client {
 		lineapi.WithLogger(quietLogger()))
 }
 
-// WebhookURL is the local webhook.
-func (l Local) WebhookURL() string { return strings.TrimRight(l.URL, "/") + "/webhook" }
+// WebhookURL is the local webhook of the channel.
+func (l Local) WebhookURL() string {
+	return strings.TrimRight(l.URL, "/") + "/webhook" + channelPath(l.Channel)
+}
 
 // Redelivery reads the local channel's console setting.
 func (l Local) Redelivery(ctx context.Context) (bool, bool, error) {
 	var c struct {
 		Redelivery bool `json:"redelivery"`
 	}
-	if err := l.get(ctx, "/_local/line/channel", &c); err != nil {
+	path := "/_local/line/channel"
+	if l.Channel != "" {
+		path += "?channel=" + url.QueryEscape(l.Channel)
+	}
+	if err := l.get(ctx, path, &c); err != nil {
 		return false, false, err
 	}
 	return c.Redelivery, true, nil
 }
 
 // PostSigned posts a verify body signed with the local secret.
-func (l Local) PostSigned(ctx context.Context) (int, error) {
-	return postSigned(ctx, l.client(), l.WebhookURL(), l.Secret)
+func (l Local) PostSigned(ctx context.Context, destination string) (int, error) {
+	return postSigned(ctx, l.client(), l.WebhookURL(), l.Secret, destination)
 }
 
 // DLQs reads /_local/queues' dead-letter queues.
@@ -188,10 +220,14 @@ type topicLister interface {
 }
 
 // Stack is a deployed stack: its outputs name the resources, its LINE
-// client carries the deployed functions' credentials, and the channel
-// secret is read from SSM.
+// client carries the deployed functions' credentials (of Channel), and the
+// channel secret is read from SSM.
 type Stack struct {
-	Info     *stack.Stack
+	Info *stack.Stack
+	// Channel is the named channel checked (one of the stack's Channels:
+	// its webhook is WebhookUrl/NAME; LINE and Secret must be its own);
+	// "" the default.
+	Channel  string
 	LINE     *lineapi.Client
 	Secret   func(ctx context.Context) (string, error)
 	SQS      sqsDepth
@@ -202,22 +238,22 @@ type Stack struct {
 }
 
 // Describe names the target.
-func (s Stack) Describe() string { return "stack " + s.Info.Name }
+func (s Stack) Describe() string { return "stack " + s.Info.Name + channelOf(s.Channel) }
 
 // Line is the deployment's LINE client.
 func (s Stack) Line() *lineapi.Client { return s.LINE }
 
-// WebhookURL is the stack's WebhookUrl output.
-func (s Stack) WebhookURL() string { return s.Info.Outputs["WebhookUrl"] }
+// WebhookURL is the stack's WebhookUrl output (and /NAME for a named
+// channel).
+func (s Stack) WebhookURL() string { return s.Info.Outputs["WebhookUrl"] + channelPath(s.Channel) }
 
 // Redelivery cannot be read: LINE's API has no endpoint for it.
 func (s Stack) Redelivery(context.Context) (bool, bool, error) { return false, false, nil }
 
 // PostSigned signs a verify body with the secret in SSM and posts it to
-// the deployed webhook.
-func (s Stack) PostSigned(ctx context.Context) (int, error) {
-	url, err := s.Info.Output("WebhookUrl")
-	if err != nil {
+// the deployed webhook of the channel.
+func (s Stack) PostSigned(ctx context.Context, destination string) (int, error) {
+	if _, err := s.Info.Output("WebhookUrl"); err != nil {
 		return 0, err
 	}
 	secret, err := s.Secret(ctx)
@@ -228,7 +264,7 @@ func (s Stack) PostSigned(ctx context.Context) (int, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	return postSigned(ctx, hc, url, secret)
+	return postSigned(ctx, hc, s.WebhookURL(), secret, destination)
 }
 
 // DLQs finds the stack's dead-letter queues where AWS keeps them, never

@@ -282,6 +282,9 @@ func (r *Runtime) opsRoutes(mux *http.ServeMux) {
 	mux.Handle("/oauth2/", r.line)
 	mux.HandleFunc("GET /_local/topics", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, r.topics()) })
 	r.line.SetChannel(linemock.Channel{Endpoint: r.WebhookURL(), Active: true, Redelivery: true})
+	for _, ch := range r.Channels() {
+		r.line.SetChannelSettings(ch, linemock.Channel{Endpoint: r.ChannelWebhookURL(ch), Active: true, Redelivery: true})
+	}
 }
 
 // topicView is one topic and its subscribers, for /_local/topics (`linegate
