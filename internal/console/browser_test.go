@@ -240,3 +240,62 @@ func testEventShowsItsTraceWaterfall(t *testing.T, backend config.Backend) {
 		p.screenshot("console-trace.png")
 	}
 }
+
+// The channel picker (linegate local --channel b): the same user chats
+// with the default channel's bot and with b's, each answer comes through
+// its own channel's token, and each channel shows its own transcript of
+// the chat.
+func TestBrowserChannelPickerChatsAsAUserOfEither(t *testing.T) {
+	me := user("channel picker")
+	p := open(t, me)
+	pick := func(ch string) {
+		t.Helper()
+		eval[bool](p, fmt.Sprintf(`(() => { const s = document.querySelector('[data-testid=chat-channel]');
+			s.value = %q; s.dispatchEvent(new Event('change')); return true })()`, ch))
+	}
+	if eval[bool](p, `document.querySelector('[data-testid=chat-channel]').hidden`) {
+		t.Fatal("the channel picker is hidden though linegate local serves channel b")
+	}
+	p.typeText("hello from default")
+	p.wait("the default channel's echo", botSays("hello from default"), chatDump)
+
+	pick("b")
+	p.wait("channel b's empty transcript of the chat", `document.querySelectorAll('#chat [data-testid=chat-message]').length === 0`, chatDump)
+	p.typeText("hello from b")
+	p.wait("channel b's echo", botSays("hello from b"), chatDump)
+	if eval[bool](p, botSays("hello from default")) {
+		t.Fatalf("channel b's transcript shows the default channel's chat:\n%s", p.dump(chatDump))
+	}
+
+	pick("")
+	p.wait("the default channel's transcript back", botSays("hello from default"), chatDump)
+	if eval[bool](p, userSays("hello from b")) {
+		t.Fatalf("the default channel's transcript shows channel b's chat:\n%s", p.dump(chatDump))
+	}
+
+	res, err := http.Get(p.h.rt.URL() + "/_local/line/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var sent []struct {
+		To, Channel string
+		Messages    []json.RawMessage
+	}
+	if err := json.NewDecoder(res.Body).Decode(&sent); err != nil {
+		t.Fatal(err)
+	}
+	through := map[string]string{}
+	for _, m := range sent {
+		for _, raw := range m.Messages {
+			for _, text := range []string{"hello from default", "hello from b"} {
+				if m.To == me && strings.Contains(string(raw), text) {
+					through[text] = "channel " + m.Channel
+				}
+			}
+		}
+	}
+	if through["hello from default"] != "channel " || through["hello from b"] != "channel b" {
+		t.Fatalf("the echoes went out through %q; want the default channel's and b's tokens", through)
+	}
+}

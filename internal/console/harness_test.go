@@ -136,7 +136,7 @@ func startWith(t *testing.T, backend config.Backend) *harness {
 func launch(path string, backend config.Backend) harness {
 	env := map[string]string{"PROBES_ENABLED": "true"}
 	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: timeScale,
-		Getenv: func(k string) string { return env[k] }, Bot: exampleBot, Tracing: backend})
+		Getenv: func(k string) string { return env[k] }, Bot: exampleBot, Tracing: backend, Channels: []string{"b"}})
 	if err != nil {
 		return harness{err: fmt.Errorf("linegate local: %w", err)}
 	}

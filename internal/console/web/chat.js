@@ -1,7 +1,8 @@
 // chat.js — the two phones: the chat user's (pick or create a user, group
 // or room; send text, LINE emoji, a sticker, a location, an image; follow,
-// unfollow, join, leave; tap buttons and quick replies) and the operator's
-// (alert and crash cards with their buttons live).
+// unfollow, join, leave; tap buttons and quick replies), in the channel the
+// channel picker names when linegate local serves several (--channel), and
+// the operator's (alert and crash cards with their buttons live).
 
 import {h, replace, shortId, fmtTime, randomId, safeURL} from './dom.js';
 import {message, userEvent, quickReply, describeAction} from './line.js';
@@ -14,25 +15,30 @@ export const DEFAULT_USER = 'U0000000000000000000000000000user';
 const EMOJI = [['(love)', '001'], ['(happy)', '002'], ['(wink)', '003'], ['(ok)', '004']];
 const LINE_EMOJI_PRODUCT = '5ac1bfd5040ab15980c9b435';
 
-// Transcript keeps one chat's entries, fetched incrementally.
+// Transcript keeps one chat's entries (of one channel: '' the default),
+// fetched incrementally.
 class Transcript {
-  constructor(chatId) { this.chatId = chatId; this.entries = []; this.last = 0; }
+  constructor(chatId, channel) { this.chatId = chatId; this.channel = channel || ''; this.entries = []; this.last = 0; }
   async refresh() {
-    const more = await get(`/_local/chat?chatId=${encodeURIComponent(this.chatId)}&after=${this.last}`);
+    const ch = this.channel ? `&channel=${encodeURIComponent(this.channel)}` : '';
+    const more = await get(`/_local/chat?chatId=${encodeURIComponent(this.chatId)}${ch}&after=${this.last}`);
     for (const e of more) if (e.seq > this.last) { this.entries.push(e); this.last = e.seq; }
     if (this.entries.length > 2000) this.entries.splice(0, this.entries.length - 2000);
     return more.length > 0;
   }
 }
 
-// sendEvent posts one event from a chat through the local LINE platform.
-async function sendEvent(chat, me, kind, extra) {
+// sendEvent posts one event from a chat through the local LINE platform, to
+// the webhook of channel ('' the default), signed with its secret.
+async function sendEvent(chat, me, kind, extra, channel) {
   const c = {userId: me};
   if (chat.startsWith('C')) c.groupId = chat;
   else if (chat.startsWith('R')) c.roomId = chat;
   else c.userId = chat;
   if ((kind === 'join' || kind === 'leave') && chat[0] !== 'U') delete c.userId;
-  return post('/_local/send', Object.assign({chat: c, kind}, extra || {}));
+  const body = Object.assign({chat: c, kind}, extra || {});
+  if (channel) body.channel = channel;
+  return post('/_local/send', body);
 }
 
 function meta(e) {
@@ -42,27 +48,30 @@ function meta(e) {
 }
 
 // tapHandler turns a tap on a button into what LINE does with it.
-function tapHandler(getChat, me, status, displayTexts, refresh) {
+// getChannel names the channel the tap is in ('' the default; the
+// operator's phone is the default channel's).
+function tapHandler(getChat, me, status, displayTexts, refresh, getChannel) {
   return async action => {
     const chat = getChat();
+    const ch = getChannel ? getChannel() : '';
     try {
       switch (action && action.type) {
         case 'postback': {
-          const r = await sendEvent(chat, me(), 'postback', {data: String(action.data || '')});
+          const r = await sendEvent(chat, me(), 'postback', {data: String(action.data || '')}, ch);
           if (action.displayText || action.text) displayTexts.set(r.webhookEventId, String(action.displayText || action.text));
           break;
         }
         case 'datetimepicker':
-          await sendEvent(chat, me(), 'postback', {data: String(action.data || '')});
+          await sendEvent(chat, me(), 'postback', {data: String(action.data || '')}, ch);
           break;
         case 'message':
-          await sendEvent(chat, me(), 'text', {text: String(action.text || '')});
+          await sendEvent(chat, me(), 'text', {text: String(action.text || '')}, ch);
           break;
         case 'camera': case 'cameraRoll':
-          await sendEvent(chat, me(), 'image');
+          await sendEvent(chat, me(), 'image', undefined, ch);
           break;
         case 'location':
-          await sendEvent(chat, me(), 'location', {title: 'Shibuya', address: 'Shibuya, Tokyo', latitude: 35.6591, longitude: 139.7037});
+          await sendEvent(chat, me(), 'location', {title: 'Shibuya', address: 'Shibuya, Tokyo', latitude: 35.6591, longitude: 139.7037}, ch);
           break;
         case 'uri':
           if (safeURL(action.uri)) window.open(action.uri, '_blank', 'noopener,noreferrer');
@@ -92,7 +101,16 @@ export class ChatPane {
     this.transcripts = new Map();
     this.known = new Map([[DEFAULT_USER, 'user']]);
     this.displayTexts = new Map();
-    this.act = tapHandler(() => this.chatId, () => this.me, (m, bad) => this.status(m, bad), this.displayTexts, () => this.refresh());
+    this.channel = '';
+    this.act = tapHandler(() => this.chatId, () => this.me, (m, bad) => this.status(m, bad), this.displayTexts, () => this.refresh(), () => this.channel);
+
+    // The channel picker: shown when linegate local serves named channels
+    // (--channel); the chat list, the transcript and what is sent are the
+    // chosen channel's.
+    const channels = (app.pipelineInfo && app.pipelineInfo.channels) || [];
+    this.channelSel = h('select', {id: 'chat-channel', 'data-testid': 'chat-channel', 'aria-label': 'channel', hidden: channels.length === 0,
+      onchange: () => this.selectChannel(this.channelSel.value)},
+      h('option', {value: ''}, 'default channel'), ...channels.map(c => h('option', {value: c}, `channel ${c}`)));
 
     this.target = h('select', {id: 'chat-target', 'data-testid': 'chat-target', 'aria-label': 'chat', onchange: () => this.select(this.target.value)});
     this.list = h('div', {class: 'messages', role: 'log', 'aria-live': 'polite', 'aria-label': 'conversation'});
@@ -115,6 +133,7 @@ export class ChatPane {
 
     replace(root,
       h('div', {class: 'phone-head'},
+        h('label', {for: 'chat-channel', class: 'sr-only'}, 'Channel'), this.channelSel,
         h('label', {for: 'chat-target', class: 'sr-only'}, 'Chat'), this.target,
         h('div', {class: 'new-chat', role: 'group', 'aria-label': 'new chat'},
           h('button', {type: 'button', title: 'a new user (one-to-one chat)', onclick: () => this.create('U')}, '+ User'),
@@ -156,7 +175,7 @@ export class ChatPane {
 
   async send(kind, extra) {
     try {
-      const r = await sendEvent(this.chatId, this.me, kind, extra);
+      const r = await sendEvent(this.chatId, this.me, kind, extra, this.channel);
       this.status(r.status === 200 ? '' : `webhook answered ${r.status}`, r.status !== 200);
       this.refresh();
     } catch (err) {
@@ -171,6 +190,14 @@ export class ChatPane {
     this.select(id);
   }
 
+  // selectChannel switches the phone to channel ch ('' the default): the
+  // same chat, as a user of that channel's bot.
+  selectChannel(ch) {
+    this.channel = ch || '';
+    this.channelSel.value = this.channel;
+    this.select(this.chatId);
+  }
+
   select(id) {
     if (!this.known.has(id)) this.known.set(id, {U: 'user', C: 'group', R: 'room'}[id[0]] || 'user');
     this.chatId = id;
@@ -183,7 +210,10 @@ export class ChatPane {
 
   renderTargets(chats) {
     this.lastChats = chats;
-    for (const c of chats) if (!this.known.has(c.id) && !this.app.operators.includes(c.id)) this.known.set(c.id, c.type);
+    for (const c of chats) {
+      if ((c.channel || '') !== this.channel) continue;
+      if (!this.known.has(c.id) && !this.app.operators.includes(c.id)) this.known.set(c.id, c.type);
+    }
     const opts = [...this.known.entries()].map(([id, type]) => h('option', {value: id, selected: id === this.chatId},
       `${type === 'user' ? 'User' : type === 'group' ? 'Group' : 'Room'} ${shortId(id)}`));
     replace(this.target, opts);
@@ -193,10 +223,11 @@ export class ChatPane {
   async refresh() {
     try {
       this.renderTargets(await get('/_local/chats'));
-      let t = this.transcripts.get(this.chatId);
-      if (!t) { t = new Transcript(this.chatId); this.transcripts.set(this.chatId, t); }
+      const key = `${this.channel}/${this.chatId}`;
+      let t = this.transcripts.get(key);
+      if (!t) { t = new Transcript(this.chatId, this.channel); this.transcripts.set(key, t); }
       await t.refresh();
-      this.render(t);
+      if (key === `${this.channel}/${this.chatId}`) this.render(t); // else the phone moved on meanwhile
     } catch (err) {
       this.status(err.message, true);
     }
