@@ -89,3 +89,41 @@ func TestScope(t *testing.T) {
 		t.Errorf("Of of a malformed prefix = %q, %q", ch, key)
 	}
 }
+
+// FuzzParse: a name as a person or a URL path gives it (linegate send
+// --channel, /webhook/NAME, the console) is either refused with ErrName or
+// a valid name that scopes keys apart from the default channel's and reads
+// back with Of; the environment suffix of a valid name is a valid
+// environment variable suffix.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"", "default", "b", "brand-tw", "B", "-b", "b-", "a/b", "ch:x", " b ", strings.Repeat("x", 33), "ü"} {
+		f.Add(s, "01HZXYZABCDEFGHJKMNPQRSTVW")
+	}
+	f.Fuzz(func(t *testing.T, s, key string) {
+		ch, err := Parse(s)
+		if err != nil {
+			if !errors.Is(err, ErrName) {
+				t.Fatalf("Parse(%q) error %v does not wrap ErrName", s, err)
+			}
+			return
+		}
+		if ch == Default {
+			return
+		}
+		if Valid(ch) != nil {
+			t.Fatalf("Parse(%q) = %q, which Valid refuses", s, ch)
+		}
+		scoped := Scope(ch, key)
+		if scoped == key || scoped == Scope(Default, key) {
+			t.Fatalf("Scope(%q, %q) = %q: not apart from the default channel's key", ch, key, scoped)
+		}
+		if gotCh, gotKey := Of(scoped); gotCh != ch || gotKey != key {
+			t.Fatalf("Of(Scope(%q, %q)) = %q, %q", ch, key, gotCh, gotKey)
+		}
+		for _, r := range EnvSuffix(ch) {
+			if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+				t.Fatalf("EnvSuffix(%q) = %q: not an environment variable suffix", ch, EnvSuffix(ch))
+			}
+		}
+	})
+}
