@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
+	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
 	"github.com/linegate/linegate/internal/motoserver"
 	"github.com/linegate/linegate/internal/signature"
@@ -233,5 +235,71 @@ func TestDoctorNamedChannelOfAStack(t *testing.T) {
 	}
 	if _, _, err := d.namedChannel(ctx, "staging"); err == nil || !strings.Contains(err.Error(), "/p/staging/token") {
 		t.Fatalf("staging without its token in SSM: %v; want an error naming /p/staging/token", err)
+	}
+}
+
+// resend-held sends each channel's held results through that channel's
+// token: with b's quota raised and the default's still spent, b's result
+// goes (recorded as channel b's) and the default's stays held; once the
+// default's is raised, it goes too.
+func TestResendHeldPerChannelAgainstLocal(t *testing.T) {
+	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 300,
+		Channels: []string{"b"}, Getenv: func(string) string { return "" }, Bot: func(config.Worker) *bot.Router { return testbot.New() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	t.Setenv("LINE_CHANNEL_ACCESS_TOKEN_B", "")
+	const user = "U6666666666666666666666666666667f"
+	spent := linemock.Quota{Limit: 10, Used: 10}
+	rt.LINE().SetQuota(spent)
+	rt.LINE().SetChannelQuota("b", spent)
+	def := lineplatform.New(rt.WebhookURL(), []byte(local.DefaultSecret), lineplatform.WithTimeout(30*time.Second))
+	b := lineplatform.New(rt.ChannelWebhookURL("b"), []byte(local.ChannelSecret("b")), lineplatform.WithTimeout(30*time.Second),
+		lineplatform.WithDestination(linemock.ChannelBotUserID("b")))
+	for _, p := range []struct {
+		lp   *lineplatform.Platform
+		text string
+	}{{def, "probe:push for the default channel"}, {b, "probe:push for channel b"}} {
+		if d, err := p.lp.Deliver(context.Background(), p.lp.Text(user, p.text)); err != nil || !d.Delivered {
+			t.Fatalf("%s: %+v %v", p.text, d, err)
+		}
+	}
+	waitFor(t, "both channels' results held", func() bool {
+		n := 0
+		for _, e := range rt.Events() {
+			if e.Outcome == "held" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	sentThrough := func(text string) (string, bool) {
+		for _, m := range rt.LINE().Messages() {
+			if m.To == user && len(m.Messages) > 0 && bytes.Contains(m.Messages[0], []byte(text)) {
+				return m.Channel, true
+			}
+		}
+		return "", false
+	}
+
+	rt.LINE().SetChannelQuota("b", linemock.Quota{Limit: 20, Used: 10})
+	code, out, errOut := runCLI("resend-held", "--endpoint-url", rt.URL())
+	if code != 1 || !strings.Contains(out, "1 held result(s) sent, 1 still held") {
+		t.Fatalf("b's quota raised, the default's spent: exit %d\n%s%s", code, out, errOut)
+	}
+	if ch, ok := sentThrough("for channel b"); !ok || ch != "b" {
+		t.Fatalf("b's held result: sent %v through channel %q; want channel b's token", ok, ch)
+	}
+	if _, ok := sentThrough("for the default channel"); ok {
+		t.Fatal("the default channel's result was sent with its quota spent")
+	}
+
+	rt.LINE().SetQuota(linemock.Quota{Limit: 20, Used: 10})
+	if code, out, errOut := runCLI("resend-held", "--endpoint-url", rt.URL()); code != 0 || !strings.Contains(out, "1 held result(s) sent") {
+		t.Fatalf("both quotas raised: exit %d\n%s%s", code, out, errOut)
+	}
+	if ch, ok := sentThrough("for the default channel"); !ok || ch != "" {
+		t.Fatalf("the default channel's held result: sent %v through channel %q", ok, ch)
 	}
 }

@@ -199,6 +199,36 @@ func (d *deployment) namedChannel(ctx context.Context, ch string) (*lineapi.Clie
 	return line, secret, nil
 }
 
+// pushers gives resend-held the client of each channel whose results are
+// held, made once per channel when its first item comes: the default
+// channel's is d.line; a named one's is made with its own token
+// (linegate local's, or the stack's ChannelParameterPath/NAME/). A
+// channel whose client cannot be made is logged and its items stay held.
+func (d *deployment) pushers(ctx context.Context, log *slog.Logger) held.Pushers {
+	made := map[string]*lineapi.Client{}
+	return func(ch string) (held.Pusher, bool) {
+		if ch == channel.Default {
+			return d.line, true
+		}
+		if c, ok := made[ch]; ok {
+			return c, c != nil
+		}
+		var c *lineapi.Client
+		if d.local {
+			if channel.Valid(ch) == nil {
+				c = lineapi.New(envOr("LINE_CHANNEL_ACCESS_TOKEN_"+channel.EnvSuffix(ch), local.ChannelToken(ch, "")),
+					lineapi.WithBaseURL(d.url), lineapi.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}), lineapi.WithLogger(slog.New(slog.DiscardHandler)))
+			}
+		} else if line, _, err := d.namedChannel(ctx, ch); err == nil {
+			c = line
+		} else {
+			log.WarnContext(ctx, "a channel's held results stay held: no client for it", "channel", ch, "error", err.Error())
+		}
+		made[ch] = c
+		return c, c != nil
+	}
+}
+
 // errChecksFailed makes doctor exit 1 after printing its report.
 var errChecksFailed = errors.New("some checks failed (see the fixes above)")
 
@@ -269,7 +299,8 @@ func resendHeldCommand(fs *flag.FlagSet) action {
 		} else if url, err = d.stack.Output("HeldQueueUrl"); err != nil {
 			return err
 		}
-		rep, err := held.Resend(ctx, q, url, d.line, *maxItems, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		rep, err := held.ResendChannels(ctx, q, url, d.pushers(ctx, log), *maxItems, log)
 		fmt.Fprintf(stdout, "resend-held: %s\n", rep)
 		if errors.Is(err, held.ErrQuotaSpent) {
 			return errors.New("LINE's monthly limit is still reached: raise it in LINE Official Account Manager, then run this again")

@@ -280,3 +280,43 @@ func TestHeldPerChannel(t *testing.T) {
 		t.Fatalf("%+v %v: want channel c's item kept", rep, err)
 	}
 }
+
+// A spent channel's item first in the queue does not stop the run: the
+// other channel's items received with it (and after it) still go out
+// through their own client, and the spent one's is put back.
+func TestSpentChannelFirstDoesNotStopTheOthers(t *testing.T) {
+	f := newFixture(t)
+	lineB := linemock.New()
+	srvB := httptest.NewServer(lineB)
+	t.Cleanup(srvB.Close)
+	apiB := lineapi.New("token-b", lineapi.WithBaseURL(srvB.URL), lineapi.WithLogger(slog.New(slog.DiscardHandler)))
+	f.line.SetQuota(linemock.Quota{Limit: 10, Used: 10})
+	lineB.SetQuota(linemock.Quota{Limit: 10, Used: 10})
+	h := held.NewHolder(f.cloud, f.url, held.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := telemetry.WithEventID(context.Background(), "01EW")
+	if err := h.Wrap(f.api).Push(ctx, user, lineapi.RetryKey("01EW", 0), text("default first")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 12; i++ { // more than one receive's worth
+		if err := h.WrapChannel("b", apiB).Push(ctx, user, lineapi.ChannelRetryKey("b", "01EW", i), text(fmt.Sprint("b ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lineB.SetQuota(linemock.Quota{Limit: 100, Used: 10}) // b's limit raised, the default's still spent
+	pushers := func(ch string) (held.Pusher, bool) {
+		if ch == "b" {
+			return apiB, true
+		}
+		return f.api, ch == ""
+	}
+	rep, err := held.ResendChannels(context.Background(), f.cloud, f.url, pushers, 0, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, held.ErrQuotaSpent) || rep.Sent != 12 || rep.Kept != 1 || fmt.Sprint(rep.Spent) != "[default]" {
+		t.Fatalf("%+v %v: want b's 12 items sent and the default's kept", rep, err)
+	}
+	if n := len(lineB.Messages()); n != 12 || len(f.line.Messages()) != 0 {
+		t.Fatalf("channel b's LINE got %d messages, the default's %d", n, len(f.line.Messages()))
+	}
+	if n := f.cloud.QueueStats(f.url).Visible; n != 1 {
+		t.Fatalf("%d items visible after the run, want the default's one put back", n)
+	}
+}

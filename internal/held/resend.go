@@ -83,9 +83,11 @@ func Resend(ctx context.Context, q queue, url string, p Pusher, max int, log *sl
 // ResendChannels is Resend for the held items of every channel, each
 // pushed through its channel's client (pushers). A channel whose limit LINE
 // still answers with is spent for the rest of the run: its items are put
-// back at the run's end, untried, and the others' go on; the run stops
-// when every channel it met is spent. An item of a channel pushers has no
-// client for stays held, as a failed push does.
+// back at the run's end, untried, and the others' go on (those received
+// in the same batch as a spent channel's included); the run stops after a
+// batch that brought no channel it had not met while every channel it met
+// is spent. An item of a channel pushers has no client for stays held, as
+// a failed push does.
 func ResendChannels(ctx context.Context, q queue, url string, pushers Pushers, max int, log *slog.Logger) (Report, error) {
 	if log == nil {
 		log = slog.Default()
@@ -98,7 +100,7 @@ func ResendChannels(ctx context.Context, q queue, url string, pushers Pushers, m
 	defer func() { release(ctx, q, url, putBack...) }()
 	done := func() int { return rep.Sent + rep.Kept + rep.Malformed }
 	allSpent := func() bool { return len(spent) > 0 && len(spent) == len(met) }
-	for (max <= 0 || done() < max) && !allSpent() {
+	for max <= 0 || done() < max {
 		n := int32(10)
 		if max > 0 {
 			n = int32(min(10, max-done()))
@@ -110,19 +112,17 @@ func ResendChannels(ctx context.Context, q queue, url string, pushers Pushers, m
 		if len(out.Messages) == 0 {
 			break
 		}
-		for i, m := range out.Messages {
-			if allSpent() {
-				putBack = append(putBack, out.Messages[i:]...)
-				rep.Kept += len(out.Messages) - i
-				break
-			}
+		newChannel := false // the batch held an item of a channel not met before
+		for _, m := range out.Messages {
 			it, err := Parse([]byte(aws.ToString(m.Body)))
 			if err != nil {
 				rep.Malformed++
 				log.ErrorContext(ctx, "held item unreadable; left in the queue", "messageId", aws.ToString(m.MessageId), "error", err.Error())
 				continue
 			}
-			met[it.Channel] = true
+			if !met[it.Channel] {
+				met[it.Channel], newChannel = true, true
+			}
 			if spent[it.Channel] {
 				rep.Kept++
 				putBack = append(putBack, m)
@@ -154,6 +154,9 @@ func ResendChannels(ctx context.Context, q queue, url string, pushers Pushers, m
 				rep.Sent++
 				log.InfoContext(ctx, "held result sent", "webhookEventId", it.WebhookEventID, "retryKey", it.RetryKey, "channel", channel.Label(it.Channel))
 			}
+		}
+		if allSpent() && !newChannel {
+			break // a batch of spent channels' items only: the rest of the queue is likely theirs too
 		}
 	}
 	if rep.QuotaSpent {
