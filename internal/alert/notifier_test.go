@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -706,5 +707,37 @@ func TestNoticeRetryKeys(t *testing.T) {
 	}
 	if err := n.Notify(context.Background(), Notice{}); err == nil {
 		t.Fatal("a notice without an ID was pushed")
+	}
+}
+
+// A crash of a named channel's event says which channel on its card; one of
+// the default channel's has no Channel row (the golden cards above).
+func TestCrashCardNamesItsChannel(t *testing.T) {
+	ev := loadEvent(t, "crash-trace")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(ev.Records[0].SNS.Message), &rep); err != nil {
+		t.Fatal(err)
+	}
+	rep["channel"] = "brand-tw"
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Records[0].SNS.Message = string(b)
+	n, p, _ := newTestNotifier(t, []string{opUser})
+	if err := n.Handle(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	all := texts(messagesOf(t, p.calls[0])[0]["contents"])
+	if i := slices.Index(all, "Channel"); i < 0 || i+1 >= len(all) || all[i+1] != "brand-tw" {
+		t.Fatalf("the card does not name channel brand-tw:\n%s", strings.Join(all, "\n"))
+	}
+
+	n, p, _ = newTestNotifier(t, []string{opUser})
+	if err := n.Handle(context.Background(), loadEvent(t, "crash-trace")); err != nil {
+		t.Fatal(err)
+	}
+	if all := texts(messagesOf(t, p.calls[0])[0]["contents"]); slices.Contains(all, "Channel") {
+		t.Fatalf("a default channel's crash card has a Channel row:\n%s", strings.Join(all, "\n"))
 	}
 }

@@ -268,6 +268,7 @@ func (n *Notifier) crashCard(m opsMessage) card {
 	}
 	add("Event", r.EventType)
 	add("Event ID", r.WebhookEventID)
+	add("Channel", r.Channel) // a named channel's; none for the default channel
 	add("Function", r.Function)
 	if r.ReceiveCount > 0 {
 		add("Receives", strconv.Itoa(r.ReceiveCount))

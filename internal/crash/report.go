@@ -54,6 +54,9 @@ type Report struct {
 	EventType string `json:"eventType,omitempty"`
 	// WebhookEventID is the LINE event's webhookEventId, to find it in logs.
 	WebhookEventID string `json:"webhookEventId,omitempty"`
+	// Channel is the named channel (official account) the event came
+	// through; empty for the default channel.
+	Channel string `json:"channel,omitempty"`
 	// TraceID is the trace id of the crashed invocation (telemetry.TraceID:
 	// X-Ray's form, whichever backend traced it).
 	TraceID string `json:"traceId,omitempty"`
@@ -90,6 +93,10 @@ func WithEvent(eventType, webhookEventID string) Option {
 func WithTraceID(id string) Option {
 	return func(o *options) { o.report.TraceID = strings.TrimSpace(id) }
 }
+
+// WithChannel records the named channel the event came through ("" for
+// the default channel: nothing recorded).
+func WithChannel(ch string) Option { return func(o *options) { o.report.Channel = ch } }
 
 // WithRegion records the AWS region of the crashed function.
 func WithRegion(region string) Option { return func(o *options) { o.report.Region = region } }

@@ -169,3 +169,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A named channel's crash report carries its channel through Marshal and
+// Parse; the default channel's writes no channel key.
+func TestReportChannel(t *testing.T) {
+	for _, ch := range []string{"", "brand-tw"} {
+		r := New(errors.New("boom"), []byte("goroutine 1"), WithChannel(ch), WithTime(crashTime))
+		b, err := r.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch == "" && strings.Contains(string(b), `"channel"`) {
+			t.Fatalf("the default channel's report has a channel key: %s", b)
+		}
+		back, err := Parse(b)
+		if err != nil || back.Channel != ch {
+			t.Fatalf("Parse(Marshal) channel = %q (%v), want %q", back.Channel, err, ch)
+		}
+	}
+}

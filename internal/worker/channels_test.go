@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/linegate/linegate/internal/channel"
+	"github.com/linegate/linegate/internal/crash"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/lineapi"
 	"github.com/linegate/linegate/internal/testmessenger"
+	"github.com/linegate/linegate/internal/testsns"
 	"github.com/linegate/linegate/pkg/bot"
 )
 
@@ -233,4 +236,35 @@ func TestEditsAreOrderedPerChannel(t *testing.T) {
 func editedID(t *testing.T) string {
 	t.Helper()
 	return editSample(t)["message"].(map[string]any)["id"].(string)
+}
+
+// A panic on a named channel's event is reported with its channel (the
+// crash card names it); the default channel's report names none.
+func TestCrashReportNamesTheChannel(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("", func(context.Context, *bot.Event, string) error { panic("boom") })
+	topic := &testsns.Topic{}
+	store := idempotency.NewMemory()
+	p, err := New(r, store, WithStateStore(store), WithCrashReports(topic, "arn:aws:sns:ap-northeast-1:1:ops"),
+		WithChannelMessengers(func(string) (bot.Messenger, error) { return &testmessenger.Messenger{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range []string{"b", ""} {
+		before := len(topic.Published())
+		id := fmt.Sprintf("01CRASHCHANNEL%d", i)
+		if _, err := p.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+			channelMessage("m"+id, ch, 1, textEventFrom(id, "U1", "hi")),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		pub := topic.Published()
+		if len(pub) != before+1 {
+			t.Fatalf("channel %q: %d reports published, want one more than %d", ch, len(pub), before)
+		}
+		rep, err := crash.Parse([]byte(aws.ToString(pub[len(pub)-1].Message)))
+		if err != nil || rep.Channel != ch || rep.WebhookEventID != id {
+			t.Fatalf("channel %q: report %+v (%v)", ch, rep, err)
+		}
+	}
 }

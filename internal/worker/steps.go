@@ -338,7 +338,7 @@ func reportCrash(c crashReports, now func() time.Time, log *slog.Logger) middlew
 				return err // no marker: the first receive reported it
 			}
 			rep := crash.New(r.panicked.value, r.panicked.stack,
-				crash.WithFunction(c.function), crash.WithEvent(res.Type, res.WebhookEventID),
+				crash.WithFunction(c.function), crash.WithEvent(res.Type, res.WebhookEventID), crash.WithChannel(res.Channel),
 				crash.WithTraceID(res.TraceID), crash.WithRegion(c.region),
 				crash.WithReceiveCount(res.ReceiveCount), crash.WithTime(now()), crash.WithSecrets(c.secrets...))
 			body, merr := rep.Marshal()
