@@ -22,8 +22,8 @@ func packages(t *testing.T, root, world string) []string {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == "testdata" {
-			return filepath.SkipDir
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), "_")) {
+			return filepath.SkipDir // not packages: the go tool skips _dirs (the scaffold's project)
 		}
 		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil

@@ -168,7 +168,7 @@ func TestWorkerSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := workerfn.New(context.Background(), cfg, app.New(app.Config{Probes: cfg.Probes}), workerfn.Deps{Store: idempotency.NewMemory()}, compose.Common{})
+			p, err := workerfn.New(context.Background(), cfg, app.NewWith(app.Config{Probes: cfg.Probes}), workerfn.Deps{Store: idempotency.NewMemory()}, compose.Common{})
 			if err != nil {
 				t.Fatal(err)
 			}

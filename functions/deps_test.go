@@ -19,7 +19,10 @@ const module = "github.com/linegate/linegate/"
 // or LINE Messaging API client and none of the worker's or notifier's code.
 // The webhook and the worker link SQS (docs/adr/0001-per-chat-order.md): the
 // webhook sends chat events to the FIFO chat queue, the worker dead-letters,
-// delays and hands off records on its own queues.
+// delays and hands off records on its own queues. The worker links the
+// bot-process protocol (internal/botproc): under `linegate local` its binary
+// is the bot's own process, serving the router instead of starting Lambda's
+// runtime.
 var denied = map[string][]string{
 	"webhook": {
 		ssmClient,
@@ -30,6 +33,7 @@ var denied = map[string][]string{
 		module + "internal/lineapi",
 		module + "internal/worker",
 		module + "pkg/bot",
+		module + "internal/botproc",
 		module + "internal/alert",
 		module + "internal/crash",
 		module + "internal/idempotency",
@@ -42,7 +46,7 @@ var denied = map[string][]string{
 		module + "internal/linetoken",
 		module + "internal/quota",
 	},
-	// The worker links SQS since issue 14 (DESIGN: alerts carry buttons that
+	// The worker links SQS (DESIGN: alerts carry buttons that
 	// act for operators; the worker holds results in the HeldQueue, resends
 	// them and redrives DLQs from an operator's tap).
 	"worker": {
@@ -93,6 +97,7 @@ func pagerDenied() []string {
 		module + "internal/chatqueue",
 		module + "internal/worker",
 		module + "pkg/bot",
+		module + "internal/botproc",
 		module + "internal/idempotency",
 		module + "internal/app",
 		module + "internal/chatops",
@@ -110,8 +115,8 @@ const laptop = "<laptop world>"
 // package under internal/ is the Lambda world's; TestEveryInternalPackageHasAWorld
 // fails for a new package on neither side.
 var laptopWorld = []string{
-	"awswire", "bench", "botproc", "busredrive", "cloud", "cmd", "coldstart", "console", "doctor",
-	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "stack",
+	"awswire", "bench", "busredrive", "cloud", "cmd", "coldstart", "console", "cputime", "doctor",
+	"golden", "linemock", "lineplatform", "local", "localstate", "motoserver", "replay", "ring", "samcli", "scaffold", "stack",
 	"template", "testbot", "testclock", "testio", "testmem", "testmessenger", "testmetrics", "testsns",
 	"testsummary", "tracetest", "watch", "xraycollector",
 }
@@ -134,8 +139,8 @@ func expand(deny []string) []string {
 
 // ssmClient is denied to every function: each reads its secrets once at
 // start with internal/secrets' own SSM call, since the SDK's SSM package builds
-// the whole SSM API's schemas at process start (issue 16: about 1.3 ms of
-// every INIT).
+// the whole SSM API's schemas at process start (about 1.3 ms of every
+// INIT).
 const ssmClient = "github.com/aws/aws-sdk-go-v2/service/ssm"
 
 // depsCache keeps each function's `go list -deps` answer for the tests of

@@ -9,10 +9,8 @@ import (
 	iofs "io/fs"
 	"os"
 
-	"github.com/linegate/linegate/internal/app"
 	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/local"
-	"github.com/linegate/linegate/pkg/bot"
 )
 
 func localCommand(fs *flag.FlagSet) action {
@@ -22,7 +20,8 @@ func localCommand(fs *flag.FlagSet) action {
 	endpoint := fs.String("endpoint-url", "", "run against this AWS-compatible endpoint (moto_server, LocalStack) instead of the in-memory cloud")
 	verbose := fs.Bool("verbose", false, "also print the functions' JSON logs and EMF metrics to stderr")
 	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback; every path but the webhook then needs the token")
-	watchFlag := fs.Bool("watch", false, "run the bot in its own process and rebuild it when a Go file changes, keeping queues and state")
+	watchFlag := fs.Bool("watch", false, "rebuild the bot and swap it in when a Go file of the module changes, keeping queues and state")
+	botPkg := fs.String("bot", "./functions/worker", "the package of the project's worker function, built and run as the bot's process")
 	state := fs.String("state", "", "keep queues, DLQs, the DynamoDB tables and the event log in this directory: they survive a crash and a restart (make local uses .linegate)")
 	token := fs.String("token", os.Getenv("LINEGATE_LOCAL_TOKEN"), "the token /_local, the AWS endpoints and the LINE API mock require (default $LINEGATE_LOCAL_TOKEN; generated with --allow-remote)")
 	tracing := fs.String("tracing", "", "the functions' tracing backend: xray (the X-Ray SDK) or otel (OpenTelemetry, OTLP datagrams to the local X-Ray daemon); default: the template's Tracing parameter")
@@ -48,30 +47,25 @@ func localCommand(fs *flag.FlagSet) action {
 		if *state != "" && *endpoint != "" {
 			return usageError{"--state and --endpoint-url exclude each other: with an endpoint, the endpoint keeps the state"}
 		}
-		cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout, Bot: exampleBot,
+		runner, err := newBotRunner(*botPkg)
+		if err != nil {
+			return err
+		}
+		defer runner.close()
+		cfg := local.Config{Template: *tmpl, Addr: *addr, TimeScale: *scale, EndpointURL: *endpoint, Getenv: os.Getenv, Out: stdout,
+			Bot: runner.bot, WorkerEnv: runner.workerEnv,
 			AllowRemote: *allowRemote, Token: *token, StateDir: *state, Tracing: backend}
 		if *verbose {
 			cfg.Logs = stderr
-		}
-		var w *watcher
-		if *watchFlag {
-			var err error
-			if w, err = newWatcher(); err != nil {
-				return err
-			}
-			defer w.close()
-			cfg.Bot = w.bot
 		}
 		rt, err := local.Start(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		banner(stdout, rt, *endpoint, *scale, *token != "")
-		if w != nil {
-			if err := w.run(ctx, *tmpl, stdout); err != nil {
-				return fmt.Errorf("--watch: %w", err)
-			}
+		started := func() { banner(stdout, rt, *endpoint, *scale, *token != "") }
+		if err := runner.run(ctx, *tmpl, *watchFlag, stdout, started); err != nil {
+			return fmt.Errorf("the bot: %w", err)
 		}
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "linegate local: shutting down")
@@ -99,7 +93,7 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 	default:
 		fmt.Fprintln(w, "  state: in memory only: queues, DLQs, the idempotency table and the event log are lost when this process stops (--state DIR keeps them)")
 	}
-	fmt.Fprintf(w, "  try: go run ./cmd/linegate send --url %s --text hello\n", rt.WebhookURL())
+	fmt.Fprintf(w, "  try: go tool linegate send --url %s --text hello\n", rt.WebhookURL())
 	fmt.Fprintf(w, "  inspect: %s/_local/events  /_local/line/messages  /_local/line/loading  /_local/queues  /_local/alarms  /_local/traces\n", rt.URL())
 	fmt.Fprintf(w, "  tracing: %s (--tracing xray|otel)\n", tracingName(rt.Tracing()))
 	if rt.Remote() {
@@ -113,10 +107,6 @@ func banner(w io.Writer, rt *local.Runtime, endpoint string, scale float64, toke
 		fmt.Fprintf(w, "  token: %s\n", rt.Token())
 	}
 }
-
-// exampleBot is the bot `linegate local` runs: the same one line as in
-// functions/worker/main.go. Run your own bot by changing both.
-func exampleBot(cfg config.Worker) *bot.Router { return app.New(app.Config{Probes: cfg.Probes}) }
 
 // tracingName says which backend traces, for the banner.
 func tracingName(b config.Backend) string {

@@ -1,7 +1,10 @@
-// Command linegate is the developer CLI: run the whole pipeline locally, sign
-// and send webhooks, redrive dead-letter queues, and replay archived events.
+// Command linegate is the developer CLI, installed with go install (or a
+// project's `go tool linegate`): write a new project, run the whole
+// pipeline locally with the project's own bot, sign and send webhooks,
+// redrive dead-letter queues, and replay archived events.
 //
-//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch]
+//	linegate new     [--module PATH] [--name NAME] [--linegate DIR|VERSION] DIR
+//	linegate local   [--addr 127.0.0.1:3000] [--template template.yaml] [--time-scale 1] [--endpoint-url URL] [--allow-remote] [--token T] [--watch] [--bot ./functions/worker]
 //	linegate send    [--url URL] [--secret S] (--text T [--user U] | --event follow|postback|unfollow | --file body.json)
 //	linegate sign    [--secret S] FILE
 //	linegate redrive --queue URL|ARN|NAME [--stack NAME] [--kind auto|sqs|events] [--endpoint-url URL]
@@ -34,6 +37,7 @@ type action func(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // commands maps a subcommand to its declaration.
 var commands = map[string]command{
+	"new":         newCommand,
 	"local":       localCommand,
 	"send":        sendCommand,
 	"sign":        signCommand,
@@ -43,8 +47,6 @@ var commands = map[string]command{
 	"bench":       benchCommand,
 	"doctor":      doctorCommand,
 	"resend-held": resendHeldCommand,
-	// bot-serve is not listed in usage: linegate local --watch runs it.
-	"bot-serve": botServeCommand,
 }
 
 func main() {
@@ -99,7 +101,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: linegate <command> [flags]
 
 commands:
-  local    run the whole pipeline on this machine (webhook, bus, queues, workers, alarms, notifier)
+  new      write a new linegate project (your bot in your own module) into a directory
+  local    run the whole pipeline on this machine with the bot of the module it is started in
   send     sign and post a webhook to a running linegate (or any webhook URL)
   sign     print the x-line-signature of a file's bytes
   bench    ack latency, throughput, crash and chaos: linegate against the synchronous, in-process and durable-direct designs;

@@ -11,15 +11,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/linemock"
 	"github.com/linegate/linegate/internal/lineplatform"
 	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/internal/testbot"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 func startLocal(t *testing.T) *local.Runtime {
 	t.Helper()
 	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 300,
-		Getenv: func(string) string { return "" }, Bot: exampleBot})
+		Getenv: func(string) string { return "" }, Bot: func(config.Worker) *bot.Router { return testbot.New() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,7 @@
-// Command webhook is the API Gateway Lambda that verifies LINE's signature,
-// hands every event to EventBridge and every chat event to the FIFO chat
-// queue, and answers in milliseconds; it also sends replayed chat events on
-// from the replay queue to the chat queue. The logic
-// lives in internal/ingress, the wiring in internal/compose/webhookfn.
+// Command webhook is the webhook function (package
+// github.com/linegate/linegate/pkg/run/webhook).
 package main
 
-import (
-	"context"
+import "github.com/linegate/linegate/pkg/run/webhook"
 
-	"github.com/linegate/linegate/internal/compose"
-	"github.com/linegate/linegate/internal/compose/webhookfn"
-	"github.com/linegate/linegate/internal/config"
-)
-
-func main() {
-	compose.Main("webhook", config.LoadWebhook, func(ctx context.Context, cfg config.Webhook, env compose.Env) (any, error) {
-		bus, queue := webhookfn.Clients(env.AWS)
-		h, err := webhookfn.New(ctx, cfg, bus, queue, env.Common)
-		if err != nil {
-			return nil, err
-		}
-		return compose.Flushing(env.EMF, webhookfn.Lambda(h)), nil
-	})
-}
+func main() { webhook.Start() }

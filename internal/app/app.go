@@ -4,7 +4,7 @@
 //
 // What this bot does:
 //   - any text: echoes it;
-//   - "slow …": long work (bot.Long): it runs on the long-work queue's own
+//   - "slow …": long work (bot.Queue("long")): it runs on the long-work queue's own
 //     capacity behind the loading animation, works for SlowWork (5 s), then
 //     answers — by reply if the token is still fresh, by push otherwise —
 //     while the chat's next messages and other users' are answered at once;
@@ -34,6 +34,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +65,21 @@ var ErrProbe = errors.New("probe:fail: this handler always fails (PROBES_ENABLED
 // bot.Permanent.
 var ErrProbePermanent = errors.New("probe:permanent: this handler fails for good (PROBES_ENABLED=true)")
 
-// New returns the example bot's router.
-func New(cfg Config) *bot.Router {
+// New returns the example bot's router, configured from the process's
+// environment (ConfigFromEnv): functions/worker/main.go runs it.
+func New() *bot.Router { return NewWith(ConfigFromEnv(os.Getenv)) }
+
+// ConfigFromEnv reads the bot's configuration: PROBES_ENABLED=true turns
+// the probes on (the template's ProbesEnabled; linegate local sets it).
+// The worker's own configuration refuses a PROBES_ENABLED that is not a
+// boolean before the bot runs.
+func ConfigFromEnv(getenv func(string) string) Config {
+	probes, _ := strconv.ParseBool(getenv("PROBES_ENABLED"))
+	return Config{Probes: probes}
+}
+
+// NewWith returns the example bot's router with cfg.
+func NewWith(cfg Config) *bot.Router {
 	if cfg.SlowWork == 0 {
 		cfg.SlowWork = 5 * time.Second
 	}
@@ -85,7 +100,7 @@ func New(cfg Config) *bot.Router {
 			what = "the job"
 		}
 		return e.ReplyText(ctx, fmt.Sprintf("Done with %s after %s.", what, cfg.SlowWork.Round(time.Millisecond)))
-	}, bot.Long())
+	}, bot.Queue("long"))
 	r.OnText("ask", answerAsk, bot.Debounce(AskWindow, AskMaxWait))
 	r.OnEdited(func(ctx context.Context, e *bot.Event, text string) error {
 		return e.ReplyText(ctx, "Edited: now it says \u201c"+text+"\u201d")

@@ -56,14 +56,14 @@ func TestExampleBot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &testmessenger.Messenger{}
-			r := New(Config{Probes: tt.probes, SlowWork: 10 * time.Millisecond})
+			r := NewWith(Config{Probes: tt.probes, SlowWork: 10 * time.Millisecond})
 			defer func() {
 				if p := recover(); (p != nil) != tt.wantPanic {
 					t.Fatalf("panic = %v, want panic %v", p, tt.wantPanic)
 				}
 			}()
 			ev := event(t, tt.raw, rec)
-			if got := r.Long(ev); got != tt.wantLong {
+			if got := r.Queue(ev) == "long"; got != tt.wantLong {
 				t.Fatalf("Long = %v, want %v", got, tt.wantLong)
 			}
 			err := r.Dispatch(context.Background(), ev)
@@ -84,7 +84,7 @@ func TestExampleBot(t *testing.T) {
 }
 
 func TestSlowHonoursDeadline(t *testing.T) {
-	r := New(Config{SlowWork: time.Hour})
+	r := NewWith(Config{SlowWork: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	err := r.Dispatch(ctx, event(t, text("slow"), &testmessenger.Messenger{}))
@@ -104,7 +104,7 @@ func step(t *testing.T, store *idempotency.Memory, raw string) []string {
 	rec := &testmessenger.Messenger{}
 	ev := event(t, raw, rec)
 	worker.BindState(ev, store, time.Hour)
-	if err := New(Config{}).Dispatch(context.Background(), ev); err != nil {
+	if err := NewWith(Config{}).Dispatch(context.Background(), ev); err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
 	return rec.Texts()
@@ -156,7 +156,7 @@ func TestOrderQuestionsHaveButtons(t *testing.T) {
 // order, after the bot marked them read with the newest message's token
 // (it covers the ones before it).
 func TestAskAnswersTheWholeBurst(t *testing.T) {
-	r := New(Config{})
+	r := NewWith(Config{})
 	rec := &testmessenger.Messenger{}
 	var batch []*bot.Event
 	for i, part := range []string{"ask what is", "ask the capital", "ask of France?"} {
@@ -196,7 +196,7 @@ func TestEditIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &testmessenger.Messenger{}
-	if err := New(Config{}).Dispatch(context.Background(), event(t, string(body.Events[0]), rec)); err != nil {
+	if err := NewWith(Config{}).Dispatch(context.Background(), event(t, string(body.Events[0]), rec)); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.Texts(); len(got) != 1 || got[0] != "Edited: now it says \u201cHello, edited world\u201d" {

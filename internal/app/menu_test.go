@@ -21,7 +21,7 @@ import (
 // the bot answers and whose other buttons send messages.
 func TestMenuIsAFlexCarouselLINEAccepts(t *testing.T) {
 	rec := &testmessenger.Messenger{}
-	if err := New(Config{}).Dispatch(context.Background(), event(t, text("menu"), rec)); err != nil {
+	if err := NewWith(Config{}).Dispatch(context.Background(), event(t, text("menu"), rec)); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.Messages()) != 1 {
@@ -57,7 +57,7 @@ func TestMenuIsAFlexCarouselLINEAccepts(t *testing.T) {
 		{"menu:order=cola", "That drink is not on today's menu"},
 	} {
 		rec := &testmessenger.Messenger{}
-		if err := New(Config{}).Dispatch(context.Background(), event(t, postback("01M", tc.data), rec)); err != nil {
+		if err := NewWith(Config{}).Dispatch(context.Background(), event(t, postback("01M", tc.data), rec)); err != nil {
 			t.Fatal(err)
 		}
 		if len(rec.Texts()) != 1 || !strings.HasPrefix(rec.Texts()[0], tc.want) {

@@ -530,7 +530,10 @@ func (d *driver) offer(ctx context.Context, rate float64, dur time.Duration) (in
 			time.Sleep(wait)
 		}
 		jobs <- d.next
-		lag = max(lag, time.Since(at))
+		// How late the step's sends end: a send delayed by a pause of this
+		// machine is caught up by the next ones (they do not wait), so only
+		// the last one's lateness lengthens the step.
+		lag = time.Since(at)
 		d.next++
 		sent++
 	}

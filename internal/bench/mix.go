@@ -154,7 +154,7 @@ func mixRouter(work time.Duration, inPlace bool) *bot.Router {
 	})
 	var long []bot.RouteOption
 	if !inPlace {
-		long = append(long, bot.Long())
+		long = append(long, bot.Queue("long"))
 	}
 	r.OnText(KindSlow+":", func(ctx context.Context, e *bot.Event, text string) error {
 		_, n, ok := parseText(text)

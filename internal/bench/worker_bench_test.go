@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/linegate/linegate/internal/cputime"
 	"github.com/linegate/linegate/internal/idempotency"
 	"github.com/linegate/linegate/internal/worker"
 	"github.com/linegate/linegate/pkg/bot"
@@ -65,6 +66,7 @@ func BenchmarkWorkerRecord(b *testing.B) {
 		}
 	}
 	b.Run("new", func(b *testing.B) {
+		defer cputime.PerOp(b)()
 		b.ReportAllocs()
 		var p *worker.Processor
 		start := time.Now()
@@ -84,6 +86,7 @@ func BenchmarkWorkerRecord(b *testing.B) {
 			resp, err := p.Handle(ctx, batch)
 			check(b, resp, err)
 		}
+		defer cputime.PerOp(b)()
 		start := time.Now()
 		for i := 0; b.Loop(); i++ {
 			resp, err := p.Handle(ctx, batches[i%pool])

@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/linegate/linegate/internal/botbridge"
 	"github.com/linegate/linegate/internal/worker"
 	"github.com/linegate/linegate/pkg/bot"
 )
@@ -95,7 +96,14 @@ func (p Panic) PanicStack() []byte { return p.Stack }
 // event's sends, steps and session go there.
 func Serve(ctx context.Context, ln net.Listener, router *bot.Router, parent *http.Client, grace time.Duration) error {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+pathReady, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	hi, err := json.Marshal(hello(router))
+	if err != nil {
+		return fmt.Errorf("botproc: hello: %w", err)
+	}
+	mux.HandleFunc("GET "+pathReady, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(hi)
+	})
 	mux.HandleFunc("POST "+pathDispatch, func(w http.ResponseWriter, r *http.Request) {
 		var c call
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCall)).Decode(&c); err != nil {
@@ -168,7 +176,12 @@ var ErrNoBot = errors.New("botproc: no bot process is running (see the console: 
 type Client struct {
 	mu      sync.Mutex
 	cur     *http.Client
-	changed chan struct{} // closed and replaced by every Swap
+	changed chan struct{}     // closed and replaced by every Swap
+	queues  map[string]string // SetQueues: the worker's queue table
+
+	mirror atomic.Pointer[bot.Router] // the current child's routes (mirrorOf)
+	first  chan struct{}              // closed by the first Swap with a child, or by Close
+	once   sync.Once
 
 	socket string
 	srv    *http.Server
@@ -185,7 +198,7 @@ func NewClient(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("botproc: listen for the bot's calls on %s: %w", path, err)
 	}
-	cl := &Client{changed: make(chan struct{}), socket: path, served: make(chan error, 1), gate: newGate()}
+	cl := &Client{changed: make(chan struct{}), first: make(chan struct{}), socket: path, served: make(chan error, 1), gate: newGate()}
 	cl.srv = &http.Server{Handler: cl.services(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { cl.served <- cl.srv.Serve(ln) }()
 	return cl, nil
@@ -196,6 +209,7 @@ func (cl *Client) Socket() string { return cl.socket }
 
 // Close stops serving the children's calls.
 func (cl *Client) Close() error {
+	cl.once.Do(func() { close(cl.first) })
 	err := cl.srv.Close()
 	<-cl.served
 	return err
@@ -213,9 +227,15 @@ func Socket(path string) *http.Client {
 	}}
 }
 
-// Swap makes c the client new dispatches go through (nil: none), and
-// wakes the dispatches waiting for one.
-func (cl *Client) Swap(c *http.Client) {
+// Swap makes c the client new dispatches go through (nil: none) and h the
+// hello its child answered (Ready), whose routes the parent's router
+// mirrors from then on (a nil c keeps the last routes), and wakes the
+// dispatches waiting for one.
+func (cl *Client) Swap(c *http.Client, h Hello) {
+	if c != nil {
+		cl.mirror.Store(cl.mirrorOf(h.Routes))
+		defer cl.once.Do(func() { close(cl.first) })
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	cl.cur = c
@@ -231,31 +251,25 @@ func (cl *Client) current() (*http.Client, <-chan struct{}) {
 	return cl.cur, cl.changed
 }
 
-// Ready waits until the child behind c answers, or ctx ends.
-func Ready(ctx context.Context, c *http.Client) error {
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://bot"+pathReady, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusNoContent {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("botproc: the bot process never answered: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Router returns the parent's router: every event goes to the child. (The
-// child's router does the routing; standby events never leave the parent.)
+// Router returns the parent's router: it routes by the current child's
+// routes (from its hello: the same prefixes, types, route queues and
+// debounce, so the worker hands long work to its queue and buffers bursts
+// as it would in one process), and every handler forwards the event to the
+// child, whose router runs it. Until the first child has said hello,
+// routing an event waits for it (or for Close). Standby events never leave
+// the parent.
 func (cl *Client) Router() *bot.Router {
 	r := bot.NewRouter()
 	r.Default(cl.Forward)
+	botbridge.Delegate.(func(*bot.Router, func() *bot.Router))(r, cl.routes)
 	return r
+}
+
+// routes is the router of the current child's routes, once the first one
+// has said hello; nil after a Close without one (r's own Default then).
+func (cl *Client) routes() *bot.Router {
+	<-cl.first
+	return cl.mirror.Load()
 }
 
 // Forward is a bot.Handler running e in the current child, with what the

@@ -60,10 +60,22 @@ func child(t *testing.T, cl *Client, router *bot.Router) (sock string, stop func
 	t.Cleanup(stop)
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer rcancel()
-	if err := Ready(rctx, Socket(sock)); err != nil {
+	if _, err := cl.Ready(rctx, Socket(sock)); err != nil {
 		t.Fatal(err)
 	}
 	return sock, stop
+}
+
+// swap makes the child on sock the one cl dispatches to, with its hello.
+func swap(t *testing.T, cl *Client, sock string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h, err := cl.Ready(ctx, Socket(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Swap(Socket(sock), h)
 }
 
 // served starts a child running router and swaps it in.
@@ -71,7 +83,7 @@ func served(t *testing.T, router *bot.Router) *Client {
 	t.Helper()
 	cl := newClient(t)
 	sock, _ := child(t, cl, router)
-	cl.Swap(Socket(sock))
+	swap(t, cl, sock)
 	return cl
 }
 
@@ -308,7 +320,7 @@ func TestForwardWaitsForTheNextBot(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cl.Forward(context.Background(), textEvent(t, "waited")) }()
 	sock, stop := child(t, cl, r)
-	cl.Swap(Socket(sock))
+	swap(t, cl, sock)
 	if err := <-done; err != nil {
 		t.Fatalf("the dispatch that waited: %v", err)
 	}
@@ -321,7 +333,7 @@ func TestForwardWaitsForTheNextBot(t *testing.T) {
 	stop()
 	go func() { done <- cl.Forward(context.Background(), textEvent(t, "after the restart")) }()
 	sock, _ = child(t, cl, r)
-	cl.Swap(Socket(sock))
+	swap(t, cl, sock)
 	if err := <-done; err != nil {
 		t.Fatalf("the dispatch across the restart: %v", err)
 	}

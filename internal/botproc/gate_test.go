@@ -118,7 +118,7 @@ func TestAChildThatDiesMakesItsEventsSuspects(t *testing.T) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	cl.Swap(Socket(sock))
+	cl.Swap(Socket(sock), Hello{Protocol: Protocol})
 
 	e := textEvent(t, "crash")
 	err = cl.Forward(context.Background(), e)

@@ -208,7 +208,11 @@ func IsEventsDLQ(ctx context.Context, q peeker, queueURL string) (bool, error) {
 		return false, nil
 	}
 	m := out.Messages[0]
-	if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+	// A message whose visibility timeout ran out between the two calls (a
+	// queue with a short one, a slow network) is visible again already: SQS
+	// answers MessageNotInflight, which is what this call wanted.
+	var notInflight *types.MessageNotInflight
+	if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil && !errors.As(err, &notInflight) {
 		return false, fmt.Errorf("peek at %s: make the message visible again: %w", queueURL, err)
 	}
 	return m.MessageAttributes[AttrRuleARN].StringValue != nil, nil

@@ -108,3 +108,50 @@ func TestEventsAtLeastOnce(t *testing.T) {
 		t.Errorf("BusOfRule(default bus rule) = %q", b)
 	}
 }
+
+// peekQueue is a DLQ of one message whose visibility timeout may run out
+// before the peek makes it visible again.
+type peekQueue struct {
+	attrs     map[string]types.MessageAttributeValue
+	changeErr error
+	changed   int
+}
+
+func (q *peekQueue) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return &sqs.ReceiveMessageOutput{Messages: []types.Message{{ReceiptHandle: aws.String("rh"), MessageAttributes: q.attrs}}}, nil
+}
+
+func (q *peekQueue) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	q.changed++
+	return &sqs.ChangeMessageVisibilityOutput{}, q.changeErr
+}
+
+// The peek makes its message visible again; a message already visible again
+// (its visibility timeout ran out between the calls: MessageNotInflight) is
+// what the peek wanted, and any other failure is reported.
+func TestIsEventsDLQPeek(t *testing.T) {
+	rule := map[string]types.MessageAttributeValue{AttrRuleARN: {DataType: aws.String("String"), StringValue: aws.String("arn:aws:events:us-east-1:1:rule/b/r")}}
+	for _, tt := range []struct {
+		name      string
+		attrs     map[string]types.MessageAttributeValue
+		changeErr error
+		want      bool
+		wantErr   bool
+	}{
+		{name: "an EventBridge dead letter", attrs: rule, want: true},
+		{name: "an SQS dead letter", want: false},
+		{name: "visible again before the change", attrs: rule, changeErr: &types.MessageNotInflight{Message: aws.String("not in flight")}, want: true},
+		{name: "the change fails", attrs: rule, changeErr: errors.New("network down"), wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q := &peekQueue{attrs: tt.attrs, changeErr: tt.changeErr}
+			got, err := IsEventsDLQ(context.Background(), q, "https://sqs/q")
+			if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
+				t.Fatalf("IsEventsDLQ = %v, %v; want %v (error %v)", got, err, tt.want, tt.wantErr)
+			}
+			if q.changed != 1 {
+				t.Fatalf("ChangeMessageVisibility called %d times, want 1", q.changed)
+			}
+		})
+	}
+}

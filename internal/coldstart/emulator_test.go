@@ -29,9 +29,9 @@ const repoRoot = "../.."
 // webhookLimit is the most the webhook's stripped arm64 binary may weigh.
 // With both tracing backends (the X-Ray SDK, whose core package imports grpc
 // and fasthttp, and the OpenTelemetry SDK, 1.19 MiB more: TRACING picks one
-// at start, docs/adr/0005-tracing-seam.md), the SQS client for the chat
-// queue (docs/adr/0001) and no SDK SSM client (pkg/secrets makes its one
-// call, issue 16) the webhook weighs 17.44 MiB; the budget leaves under half
+// at start, docs/adr/0008-tracing-seam.md), the SQS client for the chat
+// queue (docs/adr/0001) and no SDK SSM client (internal/secrets makes its
+// one call itself) the webhook weighs 17.44 MiB; the budget leaves under half
 // a MiB, so a client it must not link (functions/deps_test.go lists them)
 // shows here too.
 const webhookLimit = 17<<20 + 900<<10

@@ -137,41 +137,44 @@ type Env struct {
 	Function string
 }
 
-// Main is the whole of a function's main: it reads the configuration with
-// load, loads the AWS configuration, sets up logs (following the function's
-// LoggingConfig), EMF metrics and the tracing backend TRACING names (the
-// process default of the seam, instrumenting the AWS clients), and calls
-// build for the handler,
-// which it starts with lambda.Start. Every problem before the start is
-// logged as one JSON line naming the function, and the process exits 1, so
-// a misconfigured function fails its INIT loudly instead of answering with
-// half a configuration.
-func Main[C Config](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (any, error)) {
-	ctx := context.Background()
+// Main is the whole of a function's main: Build, then lambda.Start with
+// the handler. Every problem before the start is logged as one JSON line
+// naming the function, and the process exits 1, so a misconfigured
+// function fails its INIT loudly instead of answering with half a
+// configuration.
+func Main[C Config, H any](name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (H, error)) {
+	h, err := Build(context.Background(), name, load, build)
+	if err != nil {
+		telemetry.NewLambdaLogger().Error(name+" cannot start", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}
+
+// Build is a function's start-up without the start: it reads the
+// configuration with load, loads the AWS configuration, sets up logs
+// (following the function's LoggingConfig), EMF metrics and the tracing
+// backend TRACING names (the process default of the seam, instrumenting
+// the AWS clients), and calls build for the handler. Every problem is in
+// the error, prefixed with the function's name.
+func Build[C Config, H any](ctx context.Context, name string, load func(config.Getenv) (C, error), build func(ctx context.Context, cfg C, env Env) (H, error)) (H, error) {
+	var zero H
 	cfg, cfgErr := load(os.Getenv)
 	tracing, tracingErr := config.LoadTracing(os.Getenv)
 	// The SDK clients share one pool per process too, sized like LINE's.
 	awsCfg, awsErr := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithHTTPClient(keepalive.AWSHTTPClient(keepalive.Conns)))
+	if err := errors.Join(cfgErr, awsErr, tracingErr); err != nil {
+		return zero, err
+	}
 	env := Env{AWS: awsCfg, Function: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
 	env.Observability = NewObservability(telemetry.NewLambdaLogger(), os.Stdout, cfg.MetricsNamespace(), env.Function)
-	fail := func(err error) {
-		env.Logger.Error(name+" cannot start", "error", err.Error())
-		os.Exit(1)
-	}
-	if err := errors.Join(cfgErr, awsErr, tracingErr); err != nil {
-		fail(err)
-	}
 	tracer, err := NewTracing(tracing.Backend, TracingOptions{Daemon: tracing.DaemonAddress, Service: env.Function,
 		Region: env.AWS.Region, Version: lambdacontext.FunctionVersion, Logger: env.Logger})
 	if err != nil {
-		fail(err)
+		return zero, err
 	}
 	telemetry.SetDefault(tracer)
 	tracer.InstrumentAWS(&env.AWS)
 	env.SSM = secrets.NewSSM(env.AWS)
-	h, err := build(ctx, cfg, env)
-	if err != nil {
-		fail(err)
-	}
-	lambda.Start(h)
+	return build(ctx, cfg, env)
 }

@@ -175,13 +175,17 @@ type Worker struct {
 	ChatOps          ChatOps       // operator actions from alert cards
 	IdempotencyTable string        // IDEMPOTENCY_TABLE
 	OpsTopicARN      string        // OPS_TOPIC_ARN (crash reports); optional
-	LongQueueURL     string        // LONG_QUEUE_URL: where bot.Long routes are handed; optional (they run in place without it)
 	FunctionTimeout  time.Duration // FUNCTION_TIMEOUT_SECONDS, default 30
 	Concurrency      int           // WORKER_CONCURRENCY, default 4 records at once per batch
 	KeepCompleted    time.Duration // IDEMPOTENCY_KEEP_HOURS, default 48, at least 24: how long a handled event is still skipped as a duplicate
 	SessionTTL       time.Duration // SESSION_TTL_HOURS, default 24: how long a chat's session lives after its last save
 	Probes           bool          // PROBES_ENABLED
 	Metrics          string        // METRICS_NAMESPACE
+
+	// RouteQueues is ROUTE_QUEUES, the worker's queue table: each route
+	// queue bot.Queue names ("name=URL,..."); optional (routes run where
+	// they are received without it).
+	RouteQueues map[string]string
 }
 
 // LoadWorker reads and validates the worker's configuration.
@@ -193,13 +197,13 @@ func LoadWorker(env Getenv) (Worker, error) {
 		ChatOps:          r.chatOps(),
 		IdempotencyTable: r.required("IDEMPOTENCY_TABLE", "the DynamoDB table that makes effects happen once"),
 		OpsTopicARN:      r.str("OPS_TOPIC_ARN", ""),
-		LongQueueURL:     r.str("LONG_QUEUE_URL", ""),
 		FunctionTimeout:  time.Duration(r.int("FUNCTION_TIMEOUT_SECONDS", 30, 1, 900)) * time.Second,
 		Concurrency:      int(r.int("WORKER_CONCURRENCY", 4, 1, 10)),
 		KeepCompleted:    time.Duration(r.int("IDEMPOTENCY_KEEP_HOURS", 48, 24, 24*366)) * time.Hour,
 		SessionTTL:       time.Duration(r.int("SESSION_TTL_HOURS", 24, 1, 24*366)) * time.Hour,
 		Probes:           r.bool("PROBES_ENABLED", false),
 		Metrics:          r.str("METRICS_NAMESPACE", "linegate"),
+		RouteQueues:      r.routeQueues("ROUTE_QUEUES"),
 	}
 	c.AccessToken, c.APIBaseURL = c.Auth.AccessToken, c.Auth.APIBaseURL
 	return c, r.err()
@@ -341,6 +345,34 @@ func (r *reader) lineAuth() LineAuth {
 	}
 	r.url("LINE_API_BASE_URL", a.APIBaseURL)
 	return a
+}
+
+// routeName is a route queue's name, as bot.Queue takes it.
+var routeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// routeQueues reads a queue table: comma-separated name=URL pairs, each
+// name once.
+func (r *reader) routeQueues(name string) map[string]string {
+	v := strings.TrimSpace(r.env(name))
+	if v == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		q, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		q, url = strings.TrimSpace(q), strings.TrimSpace(url)
+		switch {
+		case !ok || !routeName.MatchString(q):
+			r.problem("%s must be name=URL pairs separated by commas (names of lowercase letters, digits, - and _), got %q", name, pair)
+			continue
+		case out[q] != "":
+			r.problem("%s names the route queue %q twice", name, q)
+			continue
+		}
+		r.url(name+" "+q, url)
+		out[q] = url
+	}
+	return out
 }
 
 func (r *reader) url(name, v string) {

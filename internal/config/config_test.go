@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,40 @@ func TestNotifierPaging(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := LoadNotifier(with(tt.key, tt.value)); err == nil || !strings.Contains(err.Error(), tt.key) {
 				t.Fatalf("err %v, want it to name %s", err, tt.key)
+			}
+		})
+	}
+}
+
+// ROUTE_QUEUES is the worker's queue table: the route queues bot.Queue
+// names, each with its URL, each name once.
+func TestRouteQueues(t *testing.T) {
+	const long, reports = "https://sqs.ap-northeast-1.amazonaws.com/1/s-LongQueue-X", "http://127.0.0.1:3000/1/reports"
+	tests := []struct {
+		value   string
+		want    map[string]string
+		wantErr string
+	}{
+		{value: "", want: nil},
+		{value: "long=" + long, want: map[string]string{"long": long}},
+		{value: " long = " + long + " , reports=" + reports, want: map[string]string{"long": long, "reports": reports}},
+		{value: "long", wantErr: `got "long"`},
+		{value: "Long=" + long, wantErr: "lowercase"},
+		{value: "=" + long, wantErr: "name=URL"},
+		{value: "long=" + long + ",long=" + reports, wantErr: `"long" twice`},
+		{value: "long=LongQueue", wantErr: `ROUTE_QUEUES long must be an http(s) URL, got "LongQueue"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			w, err := LoadWorker(envOf(map[string]string{"LINE_CHANNEL_ACCESS_TOKEN": "tok", "IDEMPOTENCY_TABLE": "t", "ROUTE_QUEUES": tt.value}))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(w.RouteQueues, tt.want) {
+				t.Fatalf("RouteQueues %v (err %v), want %v", w.RouteQueues, err, tt.want)
 			}
 		})
 	}

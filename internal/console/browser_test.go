@@ -27,7 +27,7 @@ func TestBrowserChatEchoesHello(t *testing.T) {
 	p.wait("the echo bubble from the bot", botSays("hello"), chatDump)
 }
 
-// Long work ("slow report", bot.Long, 5 s) shows the loading animation
+// Long work ("slow report", bot.Queue("long"), 5 s) shows the loading animation
 // while it runs; the answer replaces it.
 func TestBrowserLoadingAnimationWhileLongWorkRuns(t *testing.T) {
 	p := open(t, user("slow"))

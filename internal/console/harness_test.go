@@ -50,7 +50,7 @@ const fixedReply = "Fixed in this deploy: probe handled."
 // exampleBot is internal/app's bot as `linegate local` runs it, plus the fix the
 // redrive test deploys.
 func exampleBot(cfg config.Worker) *bot.Router {
-	r := app.New(app.Config{Probes: cfg.Probes})
+	r := app.NewWith(app.Config{Probes: cfg.Probes})
 	r.Use(func(next bot.Handler) bot.Handler {
 		return func(ctx context.Context, e *bot.Event) error {
 			if text, ok := e.Text(); ok && fixed.Load() && (strings.HasPrefix(text, "probe:fail") || strings.HasPrefix(text, "probe:panic")) {

@@ -24,6 +24,14 @@ func TestDecode(t *testing.T) {
 		{"event missing", `{"detail":{"destination":"U1"}}`, true},
 		{"event not object", `{"detail":{"event":[1]}}`, true},
 		{"receivedAt bad", `{"detail":{"receivedAt":"yesterday","event":{}}}`, true},
+		{"null", `null`, true},
+		{"empty", ``, true},
+		{"version not a string", `{"version":0,"detail":{"event":{}}}`, true},
+		{"resources not strings", `{"resources":[1],"detail":{"event":{}}}`, true},
+		{"time not a time", `{"time":"soon","detail":{"event":{}}}`, true},
+		{"destination not a string", `{"detail":{"destination":["U1"],"event":{}}}`, true},
+		{"trailing data", good + `{}`, true},
+		{"truncated", good[:len(good)-1], true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,72 +178,6 @@ func clean(s string) string {
 	return b.String()
 }
 
-// FuzzWriter: the Writer writes, for any strings and any event object,
-// exactly what AppendDetail and Encode write, of exactly the lengths it
-// announces, and the Detail it returns is the one inside the event.
-func FuzzWriter(f *testing.F) {
-	f.Add("01A", "message", "Ubot", "U1", "line.webhook", "us-east-1", []byte(`{"type":"message"}`), int64(1764403200123456789))
-	f.Add("", "", "", "", "", "", []byte(`{}`), int64(0))
-	f.Add("\"\\\x00\xff", "\uFFFE", "\u2028", "C\uFFFF", strings.Repeat("s", 300), "r", []byte("{\"t\":\"\uFFFF\\\"\"}"), int64(-62135596800000000))
-	f.Fuzz(func(t *testing.T, id, typ, dest, chat, source, region string, event []byte, nanos int64) {
-		at := time.Unix(0, nanos)
-		w := NewWriter(dest, at, Head{Source: source, Region: region})
-		it := NewItem(id, typ, chat, event)
-		detail := w.AppendDetail([]byte("x"), &it)[1:]
-		if want := AppendDetail(nil, dest, chat, at, event); string(detail) != string(want) {
-			t.Fatalf("Writer's detail %q, AppendDetail's %q", detail, want)
-		}
-		if n := w.DetailLen(&it); n != len(detail) {
-			t.Fatalf("DetailLen %d, wrote %d", n, len(detail))
-		}
-		body, inner := w.AppendEvent(nil, &it)
-		if n := w.EventLen(&it); n != len(body) {
-			t.Fatalf("EventLen %d, wrote %d", n, len(body))
-		}
-		if string(inner) != string(detail) || !bytes.Contains(body, inner) {
-			t.Fatalf("the event's detail %q, want %q", inner, detail)
-		}
-		if want := Encode(Head{ID: id, DetailType: typ, Source: source, Region: region, Time: at}, detail); string(SafeForSQS(body)) != string(want) {
-			t.Fatalf("Writer's event %q, Encode's %q", SafeForSQS(body), want)
-		}
-		for _, s := range []string{id, typ, dest, chat, source} {
-			want := appendString(nil, s)
-			if n := stringLen(s); n != len(want) {
-				t.Fatalf("stringLen(%q) = %d, appendString wrote %d", s, n, len(want))
-			}
-			if got := appendMeasured(nil, s, stringLen(s)); string(got) != string(want) {
-				t.Fatalf("appendMeasured(%q) = %q, appendString wrote %q", s, got, want)
-			}
-		}
-		if got, want := appendStamp([]byte("x"), at), at.UTC().AppendFormat([]byte("x"), time.RFC3339Nano); string(got) != string(want) {
-			t.Fatalf("appendStamp(%v) = %q, AppendFormat %q", at, got, want)
-		}
-	})
-}
-
-// The receive time is written by hand as time.RFC3339Nano formats it:
-// fractions trimmed of trailing zeros, none for a whole second, years
-// padded to four digits, other zones in UTC, years past 9999 (and before 0)
-// left to AppendFormat.
-func TestAppendStamp(t *testing.T) {
-	for _, at := range []time.Time{
-		time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC),
-		time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		time.Date(2026, 12, 31, 23, 59, 59, 120000000, time.FixedZone("JST", 9*3600)),
-		time.Date(2027, 1, 1, 8, 59, 59, 100, time.FixedZone("JST", 9*3600)),
-		time.Date(999, 7, 8, 9, 10, 11, 1000, time.UTC),
-		time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC),
-		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
-		time.Date(10000, 1, 1, 0, 0, 0, 5, time.UTC),
-		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
-		{},
-	} {
-		if got, want := string(appendStamp(nil, at)), at.UTC().Format(time.RFC3339Nano); got != want {
-			t.Errorf("appendStamp(%v) = %s, want %s", at, got, want)
-		}
-	}
-}
-
 func TestSafeForSQS(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain", "plain"},
@@ -256,14 +198,15 @@ func TestSafeForSQS(t *testing.T) {
 	}
 }
 
-// civil gives time's calendar date for every day from the year -222 to
-// 10,000 (the whole span of the hand-written stamp, and both sides of it).
-func TestCivilMatchesTime(t *testing.T) {
-	for days := int64(-800_000); days <= 3_000_000; days++ {
-		y, m, d := civil(days)
-		wy, wm, wd := time.Unix(days*86400, 0).UTC().Date()
-		if y != wy || m != int(wm) || d != wd {
-			t.Fatalf("civil(%d) = %d-%d-%d, time says %d-%d-%d", days, y, m, d, wy, int(wm), wd)
-		}
+// AppendEvent appends the EventBridge event, its time truncated to the
+// second, around the detail's bytes.
+func TestAppendEvent(t *testing.T) {
+	detail := AppendDetail(nil, "Ubot", "U1", time.Unix(0, 5), []byte(`{"type":"follow"}`))
+	prefix := []byte("earlier bytes")
+	b := AppendEvent(bytes.Clone(prefix), Head{ID: "01A", DetailType: "follow", Time: time.Unix(7, 9)}, detail)
+	want := `{"version":"0","id":"01A","detail-type":"follow","source":"","account":"","time":"1970-01-01T00:00:07Z","region":"","resources":[],"detail":` +
+		`{"destination":"Ubot","receivedAt":"1970-01-01T00:00:00.000000005Z","chat":"U1","event":{"type":"follow"}}}`
+	if got := string(b); got != string(prefix)+want {
+		t.Fatalf("event\n got %s\nwant %s%s", got, prefix, want)
 	}
 }

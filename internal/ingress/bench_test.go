@@ -12,6 +12,7 @@ import (
 	"github.com/line/line-bot-sdk-go/v8/linebot/webhook"
 
 	"github.com/linegate/linegate/internal/chatqueue"
+	"github.com/linegate/linegate/internal/cputime"
 	"github.com/linegate/linegate/internal/eventbus"
 	"github.com/linegate/linegate/internal/signature"
 )
@@ -91,6 +92,7 @@ func eachSize(b *testing.B, op func(b *testing.B, n int, body []byte, sig string
 		body := benchBody(n)
 		sig := sign(body)
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			defer cputime.PerOp(b)()
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			op(b, n, body, sig)

@@ -14,9 +14,7 @@ import (
 )
 
 // checkingSink checks every bus entry and queue message against what the
-// same event was handed off as alone, while the call is on (the handler
-// writes later requests into the same memory once the hand-off is over).
-// The bus side is the PutEvents of a real eventbus.Publisher, which reads
+// same event was handed off as alone, while the call is on. The bus side is the PutEvents of a real eventbus.Publisher, which reads
 // the entries on goroutines of its own while the request's goroutine sends
 // to the queue.
 type checkingSink struct {
@@ -64,8 +62,8 @@ func (c *checkingSink) Send(_ context.Context, msgs []chatqueue.Message) (chatqu
 
 // Requests handled at once, of different sizes, each hand off exactly what
 // their events are handed off as alone: the memory a request writes its
-// envelopes into (kept from one request to the next) is never shared with
-// another request while it is being handed off. Run with -race.
+// envelopes into is never shared with another request while it is being
+// handed off. Run with -race.
 func TestConcurrentRequestsHandOffTheirOwnEnvelopes(t *testing.T) {
 	var bodies [][]byte
 	for k := range 12 {

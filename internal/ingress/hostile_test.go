@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,5 +118,37 @@ func TestParseBodyDepth(t *testing.T) {
 				t.Fatalf("err %v does not name the depth", err)
 			}
 		})
+	}
+}
+
+// A refused body's error names what is wrong and where, never the body's
+// values (it is logged): each body below hides a message text in the
+// place that makes it invalid.
+func TestParseBodyErrorsQuoteNothing(t *testing.T) {
+	const text = "my-card-number"
+	tests := []struct{ body, want string }{
+		{`{"events":[{"type":"message","text":"` + text + `\q"}]}`, "malformed JSON at byte"},
+		{`{"events":[{"type":"message","text":` + text + `}]}`, "malformed JSON at byte"},
+		{`{"events":[{"type":"message","text":"` + text + `"}]`, "truncated JSON"},
+		{`{"events":[{"type":"message","text":"` + text + "\xff" + `"}]}`, "not valid UTF-8"},
+		{`{"events":[{"type":"message","text":"` + text + `"}]}{"` + text + `":1}`, "more than one JSON value"},
+		{`{"events":[{"type":"message","Type":"` + text + `"}]}`, `events[0]: a key is not spelled "type"`},
+		{`{"events":[{"type":"message","type":"` + text + `"}]}`, `events[0]: key "type" is given twice`},
+		{`{"events":[{"type":"message","source":{"userId":{"` + text + `":1}}}]}`, `events[0]: "source.userId" is not a string`},
+		{`{"events":[{"type":"message","source":"` + text + `"}]}`, `events[0]: "source" is not an object`},
+		{`{"events":[{"type":["` + text + `"]}]}`, `events[0]: "type" is not a string`},
+		{`{"events":[{"type":"message","x":` + strings.Repeat("[", MaxDepth) + `"` + text + `"` + strings.Repeat("]", MaxDepth) + `}]}`, "nested more than"},
+		{`{"events":["` + text + `"]}`, "events[0] is not an object"},
+		{`{"events":"` + text + `"}`, `"events" is not an array`},
+		{`["` + text + `"]`, "not a JSON object"},
+		{``, "truncated JSON"},
+		{`{"events":[]} ` + text, "malformed JSON at byte 14"},
+		{`{"destination":"` + text + `"}`, `no "events" array`},
+	}
+	for _, tt := range tests {
+		_, err := parseBody([]byte(tt.body), DefaultMaxEvents)
+		if !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), text) {
+			t.Errorf("%.60s…: error %v, want ErrBody saying %q and nothing of the body", tt.body, err, tt.want)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,17 +67,12 @@ const (
 // entries and returns while the calls are on their way, so the request's
 // goroutine sends to the chat queue meanwhile and the two round trips
 // overlap without ingress starting a goroutine of its own
-// (eventbus.Publisher runs its PutEvents calls on goroutines anyway). The
-// publisher may read entries, and the bytes they point to, until Wait
-// returns, and must keep nothing after: the handler writes the next
-// request's entries into the same memory.
+// (eventbus.Publisher runs its PutEvents calls on goroutines anyway).
 type publisher interface {
 	Start(ctx context.Context, entries []eventbus.Entry) *eventbus.Publication
 }
 
-// queuer is the one call ingress makes on the chat queue. Send must not
-// keep msgs, nor the bytes they point to, once it returns (as publisher;
-// chatqueue.Sender copies them into its SendMessageBatch input).
+// queuer is the one call ingress makes on the chat queue.
 type queuer interface {
 	Send(ctx context.Context, msgs []chatqueue.Message) (chatqueue.Result, error)
 }
@@ -231,9 +225,7 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "invalid signature", "bytes", len(body))
 		return Response{401, bodySignature}, ErrSignature
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer sc.release()
-	b, err := parseBodyInto(sc.events, body, h.maxEvents)
+	b, err := parseBody(body, h.maxEvents)
 	if err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
@@ -244,17 +236,16 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 		h.log.WarnContext(ctx, "webhook rejected", "reason", "destination is not this bot")
 		return Response{401, bodyBot}, ErrBot
 	}
-	sc.events = b.events
 	if len(b.events) == 0 {
 		return Response{200, okBody(0)}, nil
 	}
-	if err := h.handOffs(ctx, b, start, sc); err != nil {
+	entries, msgs, err := h.handOffs(ctx, b, start)
+	if err != nil {
 		h.metrics.Count(MetricRequestsRejected, 1)
 		h.log.WarnContext(ctx, "webhook rejected", "reason", err.Error())
 		return Response{413, bodyEventSize}, err
 	}
-	entries := sc.entries
-	if err := h.handOff(ctx, sc); err != nil {
+	if err := h.handOff(ctx, entries, msgs); err != nil {
 		return Response{500, bodyPublish}, err
 	}
 	// One line per event at DEBUG (LOG_LEVEL=DEBUG): at INFO the worker's
@@ -268,59 +259,21 @@ func (h *Handler) handle(ctx context.Context, start time.Time, method, sig strin
 	return Response{200, okBody(len(entries))}, nil
 }
 
-// handOff gives sc's entries to the bus and its messages to the chat queue
+// handOff gives the entries to the bus and the messages to the chat queue
 // at once: the bus's calls start, the chat queue is sent to on this
 // goroutine while they are on their way, and then the bus is waited for.
 // It returns nil only when both took everything.
-func (h *Handler) handOff(ctx context.Context, sc *scratch) error {
-	bus := h.pub.Start(ctx, sc.entries)
+func (h *Handler) handOff(ctx context.Context, entries []eventbus.Entry, msgs []chatqueue.Message) error {
+	bus := h.pub.Start(ctx, entries)
 	var qerr error
-	if len(sc.msgs) > 0 {
-		_, qerr = h.queue.Send(ctx, sc.msgs)
+	if len(msgs) > 0 {
+		_, qerr = h.queue.Send(ctx, msgs)
 	}
 	_, perr := bus.Wait()
 	if err := errors.Join(perr, qerr); err != nil {
 		return fmt.Errorf("%w: %w", ErrPublish, err)
 	}
 	return nil
-}
-
-// scratch is the memory one request's accept path writes into: the events
-// read, the one buffer holding all its envelopes, and the bus entries and
-// chat queue messages (views into the buffer). Requests take one from scratchPool and give it
-// back when they answer, so a warm webhook writes into memory it already
-// has (no allocation, no garbage to collect, caches warm) — which is why
-// publisher and queuer must keep nothing once they return.
-type scratch struct {
-	events  []event
-	buf     []byte
-	entries []eventbus.Entry
-	msgs    []chatqueue.Message
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
-
-// Above these, a request's memory is left to the collector rather than
-// kept for the next one: a rare huge body must not pin its memory.
-const (
-	maxPooledBuf    = 256 << 10
-	maxPooledEvents = 256
-)
-
-// release drops what sc points to (bodies, strings) and puts
-// it back in the pool.
-func (sc *scratch) release() {
-	clear(sc.events)
-	clear(sc.entries)
-	clear(sc.msgs)
-	sc.events, sc.entries, sc.msgs, sc.buf = sc.events[:0], sc.entries[:0], sc.msgs[:0], sc.buf[:0]
-	if cap(sc.buf) > maxPooledBuf {
-		sc.buf = nil
-	}
-	if cap(sc.events) > maxPooledEvents {
-		sc.events, sc.entries, sc.msgs = nil, nil, nil
-	}
-	scratchPool.Put(sc)
 }
 
 // okBodies are the usual 200 bodies, made once.
@@ -346,73 +299,59 @@ func appendOK(b []byte, n int) []byte {
 	return append(b, '}')
 }
 
-// handOffs builds into sc, for every event in body order, its bus entry
-// and, for an event with a chat when a chat queue is configured, its queue
-// message. An event whose entry would be over the bus's limit, or whose
+// handOffs builds, for every event in body order, its bus entry and, for
+// an event with a chat when a chat queue is configured, its queue message
+// (the EventBridge event a rule would have put on a queue, around the same
+// Detail). An event whose entry would be over the bus's limit, or whose
 // message over the queue's, fails the whole body with ErrTooLarge (413:
-// LINE would redeliver a 500 forever).
-//
-// Every size is known before anything is written, so all the Details and
-// message bodies go into one buffer; a chat event's Detail is written once,
-// inside its message body, and the bus entry shares it.
-func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time, sc *scratch) error {
-	w := envelope.NewWriter(b.destination, receivedAt, envelope.Head{Source: h.source, Region: h.region})
-	size, queued := 0, 0
-	for i := range b.events {
-		ev := &b.events[i]
-		queue := ev.chat != "" && h.queue != nil
-		if queue {
-			ev.dedup = chatqueue.DedupID(ev.webhookEventID, ev.raw)
+// LINE would redeliver a 500 forever); nothing is handed off then. All of
+// a body's envelopes are written into one buffer, located by their offsets
+// until it is written.
+func (h *Handler) handOffs(ctx context.Context, b body, receivedAt time.Time) ([]eventbus.Entry, []chatqueue.Message, error) {
+	size := 0
+	for _, ev := range b.events {
+		size += 2*(len(ev.raw)+len(b.destination)+len(ev.chat)) + envelopeRoom
+	}
+	buf := make([]byte, 0, size)
+	type span struct{ detail, msg, end int } // msg == end: no message
+	spans := make([]span, len(b.events))
+	var dedups []string
+	for i, ev := range b.events {
+		sp := &spans[i]
+		sp.detail = len(buf)
+		buf = envelope.AppendDetail(buf, b.destination, ev.chat, receivedAt, ev.raw)
+		sp.msg = len(buf)
+		if n := len(h.source) + len(ev.typ) + sp.msg - sp.detail; n > eventbus.MaxEntryBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
 		}
-		ev.item = envelope.NewItem(ev.dedup, ev.typ, ev.chat, ev.raw)
-		detail := w.DetailLen(&ev.item)
-		if n := len(h.source) + len(ev.typ) + detail; n > eventbus.MaxEntryBytes {
-			return fmt.Errorf("%w: events[%d] would be a %d-byte bus entry (limit %d)", ErrTooLarge, i, n, eventbus.MaxEntryBytes)
+		if ev.chat != "" && h.queue != nil {
+			dedup := chatqueue.DedupID(ev.webhookEventID, ev.raw)
+			dedups = append(dedups, dedup)
+			head := envelope.Head{ID: dedup, DetailType: ev.typ, Source: h.source, Region: h.region, Time: receivedAt}
+			buf = envelope.AppendEvent(buf, head, buf[sp.detail:sp.msg])
 		}
-		if !queue {
-			size += detail
-			continue
-		}
-		n := w.EventLen(&ev.item)
-		if n > chatqueue.MaxMessageBytes {
-			return fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, n, chatqueue.MaxMessageBytes)
-		}
-		size += n
-		queued++
+		sp.end = len(buf)
 	}
 	trace := h.traceHeader(ctx)
-	buf := sc.buf[:0]
-	if cap(buf) < size {
-		buf = make([]byte, 0, size)
-	}
-	entries := sc.entries[:0]
-	if cap(entries) < len(b.events) {
-		entries = make([]eventbus.Entry, 0, len(b.events))
-	}
-	msgs := sc.msgs[:0]
-	if cap(msgs) < queued {
-		msgs = make([]chatqueue.Message, 0, queued)
-	}
-	sc.buf, sc.entries, sc.msgs = buf, entries, msgs // kept for the next request, whatever happens below
-	for i := range b.events {
-		ev := &b.events[i]
-		start := len(buf)
-		if ev.dedup == "" {
-			buf = w.AppendDetail(buf, &ev.item)
-			entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: buf[start:len(buf):len(buf)], TraceHeader: trace, EventID: ev.webhookEventID})
+	entries := make([]eventbus.Entry, len(b.events))
+	msgs := make([]chatqueue.Message, 0, len(dedups))
+	for i, ev := range b.events {
+		sp := spans[i]
+		entries[i] = eventbus.Entry{DetailType: ev.typ, Detail: buf[sp.detail:sp.msg:sp.msg], TraceHeader: trace, EventID: ev.webhookEventID}
+		if sp.msg == sp.end {
 			continue
 		}
-		var detail []byte
-		buf, detail = w.AppendEvent(buf, &ev.item)
-		entries = append(entries, eventbus.Entry{DetailType: ev.typ, Detail: detail, TraceHeader: trace, EventID: ev.webhookEventID})
-		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[start:len(buf):len(buf)]), Group: chatqueue.GroupID(ev.chat),
-			DedupID: ev.dedup, TraceHeader: trace, EventID: ev.webhookEventID}
-		if len(m.Body) > chatqueue.MaxMessageBytes { // escaped noncharacters made it longer
-			sc.entries, sc.msgs = entries, msgs
-			return fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
+		m := chatqueue.Message{Body: envelope.SafeForSQS(buf[sp.msg:sp.end:sp.end]), Group: chatqueue.GroupID(ev.chat),
+			DedupID: dedups[len(msgs)], TraceHeader: trace, EventID: ev.webhookEventID}
+		if len(m.Body) > chatqueue.MaxMessageBytes {
+			return nil, nil, fmt.Errorf("%w: events[%d] would be a %d-byte queue message (limit %d)", ErrTooLarge, i, len(m.Body), chatqueue.MaxMessageBytes)
 		}
 		msgs = append(msgs, m)
 	}
-	sc.entries, sc.msgs = entries, msgs
-	return nil
+	return entries, msgs, nil
 }
+
+// envelopeRoom is what an event's Detail and queue message hold besides
+// its raw bytes and its strings: their keys, the times, the source and the
+// region (a guess of the buffer's size: more is appended when it is short).
+const envelopeRoom = 512

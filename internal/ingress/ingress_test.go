@@ -29,9 +29,8 @@ var fixedNow = time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
 
 // recorder is what the fake senders share: it counts the calls and keeps
 // copies (made by keep) of what they were given, unless err (set by the
-// test) fails them. It copies because publisher and queuer keep nothing
-// once the hand-off is over: the handler writes the next request into the
-// same memory, and a fake that kept views would see them change.
+// test) fails them, as the real senders copy what they are given into
+// their SDK inputs.
 type recorder[T any] struct {
 	mu    sync.Mutex
 	sent  []T
@@ -156,6 +155,9 @@ func TestHandleStatuses(t *testing.T) {
 		{name: "Destination in capitals", body: []byte(`{"Destination":"U1","events":[]}`), want: 400, wantErr: ErrBody},
 		{name: "source not an object", body: []byte(`{"events":[{"type":"follow","source":"U1"}]}`), want: 400, wantErr: ErrBody},
 		{name: "unknown keys in any case are forwarded", body: []byte(`{"events":[{"type":"follow","Hologram":1,"HOLOGRAM":2}],"Extra":true}`), want: 200, published: 1},
+		{name: "escaped lone surrogates are forwarded", body: []byte(`{"events":[{"type":"t\ud800","x":"\udc00\ud800"}]}`), want: 200, published: 1},
+		{name: "unknown key given twice is forwarded", body: []byte(`{"events":[{"type":"follow","x":1,"x":2}],"y":[],"y":{}}`), want: 200, published: 1},
+		{name: "source key given twice", body: []byte(`{"events":[{"type":"follow","source":{"userId":"U1","userId":"U2"}}]}`), want: 400, wantErr: ErrBody},
 		{name: "escaped key spelling the same key", body: []byte(`{"\u0065vents":[{"\u0074ype":"follow"}]}`), want: 200, published: 1},
 		{name: "body within its limit, envelope over the bus's entry limit", body: bigBody(DefaultMaxBodyBytes - 40), want: 413, wantErr: ErrTooLarge},
 		{name: "large body whose envelope fits", body: bigBody(DefaultMaxBodyBytes - 200), want: 200, published: 1},
@@ -393,4 +395,81 @@ type signallingQueue struct{ release chan struct{} }
 func (s *signallingQueue) Send(_ context.Context, m []chatqueue.Message) (chatqueue.Result, error) {
 	close(s.release)
 	return chatqueue.Result{Queued: len(m)}, nil
+}
+
+// Each size limit at its edge: a body, bus entry or queue message of
+// exactly its limit is handed off, one byte more is refused with 413 and
+// nothing is handed off. The sizes are counted from the documented shapes
+// of the Detail and of the EventBridge event, so one byte more in what the
+// webhook writes shows here; a raw U+FFFF the queue message escapes (3
+// bytes more) counts against the queue's limit.
+func TestLimitsAtTheirEdges(t *testing.T) {
+	const (
+		noChatEvent = `{"type":"message","x":"`
+		chatEvent   = `{"type":"message","webhookEventId":"01A","source":{"type":"user","userId":"U1"},"x":"`
+		detailHead  = `{"destination":"U1","receivedAt":"2026-11-29T08:00:00.123456789Z"`
+		msgHead     = `{"version":"0","id":"01A","detail-type":"message","source":"line.webhook","account":"","time":"2026-11-29T08:00:00Z","region":"","resources":[],"detail":`
+	)
+	// event is an event of head, then filler (a raw U+FFFF, 3 bytes, or
+	// nothing) and n bytes of 'a' in a string.
+	event := func(head, filler string, n int) string { return head + filler + strings.Repeat("a", n) + `"}` }
+	// detail is the Detail's length around an event of n bytes.
+	detail := func(n int, chat bool) int {
+		d := len(detailHead) + len(`,"event":`) + n + 1
+		if chat {
+			d += len(`,"chat":"U1"`)
+		}
+		return d
+	}
+	entryRoom := len(eventbus.DefaultSource) + len("message") + detail(0, false)
+	msgRoom := len(msgHead) + detail(0, true) + 1
+	fixed := len(noChatEvent) + len(`"}`)
+	fixedChat := len(chatEvent) + len(`"}`)
+	body := func(ev string) []byte { return []byte(`{"destination":"U1","events":[` + ev + `]}`) }
+	tests := []struct {
+		name     string
+		body     []byte
+		maxBody  int64
+		want     int
+		messages int
+	}{
+		{name: "bus entry at its limit", body: body(event(noChatEvent, "", eventbus.MaxEntryBytes-entryRoom-fixed)), want: 200},
+		{name: "bus entry one byte over", body: body(event(noChatEvent, "", eventbus.MaxEntryBytes-entryRoom-fixed+1)), want: 413},
+		{name: "queue message at its limit", body: body(event(chatEvent, "", chatqueue.MaxMessageBytes-msgRoom-fixedChat)), want: 200, messages: 1},
+		{name: "queue message one byte over", body: body(event(chatEvent, "", chatqueue.MaxMessageBytes-msgRoom-fixedChat+1)), want: 413},
+		{name: "escaped U+FFFF brings the message to its limit", body: body(event(chatEvent, "\uFFFF", chatqueue.MaxMessageBytes-msgRoom-fixedChat-6)), want: 200, messages: 1},
+		{name: "escaped U+FFFF takes the message over", body: body(event(chatEvent, "\uFFFF", chatqueue.MaxMessageBytes-msgRoom-fixedChat-5)), want: 413},
+		{name: "body at its limit", body: body(event(noChatEvent, "", 10)), maxBody: int64(len(body(event(noChatEvent, "", 10)))), want: 200},
+		{name: "body one byte over", body: body(event(noChatEvent, "", 11)), maxBody: int64(len(body(event(noChatEvent, "", 10)))), want: 413},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.body
+			maxBody := tt.maxBody
+			if maxBody == 0 {
+				maxBody = 2 << 20
+			}
+			pub, q := &fakePublisher{}, &fakeQueue{}
+			h := newHandler(t, pub, WithChatQueue(q), WithMaxBodyBytes(maxBody))
+			resp, err := h.Handle(context.Background(), "POST", sign(b), b)
+			if resp.Status != tt.want {
+				t.Fatalf("status %d (%v), want %d", resp.Status, err, tt.want)
+			}
+			if tt.want != 200 {
+				if !errors.Is(err, ErrTooLarge) || pub.calls != 0 || q.calls != 0 {
+					t.Fatalf("err %v, %d bus and %d queue calls: want ErrTooLarge and nothing handed off", err, pub.calls, q.calls)
+				}
+				return
+			}
+			if len(pub.sent) != 1 || len(q.sent) != tt.messages {
+				t.Fatalf("%d entries and %d messages, want 1 and %d", len(pub.sent), len(q.sent), tt.messages)
+			}
+			if e := pub.sent[0]; tt.messages == 0 && tt.maxBody == 0 && len(eventbus.DefaultSource)+len(e.DetailType)+len(e.Detail) != eventbus.MaxEntryBytes {
+				t.Fatalf("the entry counts %d bytes, want exactly the limit", len(eventbus.DefaultSource)+len(e.DetailType)+len(e.Detail))
+			}
+			if tt.messages == 1 && len(q.sent[0].Body) != chatqueue.MaxMessageBytes {
+				t.Fatalf("the message is %d bytes, want exactly the limit", len(q.sent[0].Body))
+			}
+		})
+	}
 }

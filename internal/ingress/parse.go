@@ -1,12 +1,14 @@
 package ingress
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"unicode/utf8"
 
-	"github.com/linegate/linegate/internal/envelope"
-	"github.com/linegate/linegate/internal/jsonscan"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // body is what the webhook learns from a signed body: the destination and,
@@ -22,33 +24,17 @@ type event struct {
 	raw            []byte
 	typ            string
 	webhookEventID string
-	chat           string        // the group, the room, else the user; "" for none
-	dedup          string        // its chat queue message's deduplication ID (handOffs; "" when it has none)
-	item           envelope.Item // what handOffs writes around raw, measured once
-
-	// The strings above as read, until parser.finish makes them.
-	typText, idText, chatText text
+	chat           string // the group, the room, else the user; "" for none
 }
 
-// text is a string value read from the body: decoded at once when it has
-// escapes (s), else only located (off, n), so that parser.finish makes all
-// of a body's strings with one allocation.
-type text struct {
-	s      string
-	off, n int32 // a body is at most a few MiB
-}
-
-func (t text) empty() bool { return t.s == "" && t.n == 0 }
-
-// Keys the webhook and the worker read without the LINE SDK. Their spelling
-// is exact: a key that differs only in case ("EVENTS", "TYPE") is refused,
-// because Go's encoding/json (the worker, the SDK) would match it
-// case-insensitively and read something this parser did not. A repeated key
-// is refused for the same reason: parsers disagree on which one wins.
+// Keys the webhook and the worker read. Their spelling is exact: a key that
+// differs only in case ("EVENTS", "TYPE") is refused, because Go's
+// encoding/json (the worker, the SDK) would match it case-insensitively and
+// read something this parser, and the bus's rules, did not.
 var (
-	bodyKeys   = jsonscan.NewKeys("destination", "events")
-	eventKeys  = jsonscan.NewKeys("type", "webhookEventId", "source", "mode", "timestamp", "replyToken", "deliveryContext")
-	sourceKeys = jsonscan.NewKeys("type", "userId", "groupId", "roomId")
+	bodyKeys   = []string{"destination", "events"}
+	eventKeys  = []string{"type", "webhookEventId", "source", "mode", "timestamp", "replyToken", "deliveryContext"}
+	sourceKeys = []string{"type", "userId", "groupId", "roomId"}
 )
 
 // Indexes into bodyKeys, eventKeys and sourceKeys.
@@ -65,272 +51,310 @@ const (
 	keyRoomID  = 3
 )
 
-// parseBody is the webhook's whole reading of a signed body, kept in one
-// function so it can be optimised without touching the contract around it.
-// It reads the body once, front to back (jsonscan), checking as it goes:
-// strict UTF-8, nesting depth (MaxDepth), JSON syntax, a top-level object
-// with exactly-spelled keys and an "events" array of at most maxEvents
-// objects, each with a non-empty string "type" of at most 128 bytes; and it
-// reads each event's webhookEventId and chat. Every error wraps ErrBody and
-// never quotes the input.
-func parseBody(b []byte, maxEvents int) (body, error) {
-	return parseBodyInto(nil, b, maxEvents)
-}
+// errDepth is a body nested deeper than MaxDepth.
+var errDepth = fmt.Errorf("JSON nested more than %d levels deep", MaxDepth)
 
-// parseBodyInto is parseBody appending the events to events[:0], so a
-// request can read into a slice an earlier one left (the body's events
-// slice is events when it has room enough).
-func parseBodyInto(events []event, b []byte, maxEvents int) (body, error) {
-	p := parser{b: b, maxEvents: maxEvents, event: -1, out: body{events: events[:0]}}
-	p.s.Reset(b, MaxDepth, true)
-	if p.s.Peek() != jsonscan.Object {
-		if p.s.Err() == nil {
-			return body{}, fmt.Errorf("%w: not a JSON object", ErrBody)
-		}
-	} else {
-		p.body()
+// parseBody is the webhook's whole reading of a signed body: strict UTF-8
+// (utf8.Valid), then one validating pass of jsontext (JSON syntax, one
+// value and nothing after it) that also checks the nesting depth
+// (MaxDepth), a top-level object with exactly-spelled keys, none of them
+// twice, and an "events" array of at most maxEvents objects, each with a
+// non-empty string "type" of at most 128 bytes; it reads each event's raw
+// bytes, webhookEventId and chat. Every error wraps ErrBody and quotes none
+// of the body's values.
+func parseBody(b []byte, maxEvents int) (body, error) {
+	if !utf8.Valid(b) {
+		return body{}, fmt.Errorf("%w: not valid UTF-8", ErrBody)
 	}
-	p.s.Finish()
-	if err := p.s.Err(); err != nil {
+	// members refuses the keys it reads when they are given twice; the
+	// others are forwarded as they are. The bytes are valid UTF-8; an
+	// escaped lone surrogate ("\ud800") is read as encoding/json reads it,
+	// U+FFFD, and forwarded.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	p := parser{dec: dec, b: b, maxEvents: maxEvents, event: -1}
+	out, err := p.body()
+	if err != nil {
 		return body{}, fmt.Errorf("%w: %v", ErrBody, describe(err))
 	}
-	if !p.hasEvents {
-		return body{}, fmt.Errorf("%w: no \"events\" array", ErrBody)
-	}
-	p.finish()
-	return p.out, nil
+	return out, nil
 }
 
-// describe says what is wrong with a body without quoting it.
+// describe says what is wrong with a body without quoting it (jsontext's
+// own messages quote the offending bytes and member names).
 func describe(err error) string {
-	var se *jsonscan.Error
+	var se *jsontext.SyntacticError
 	switch {
-	case errors.Is(err, jsonscan.ErrUTF8):
-		return "not valid UTF-8"
-	case errors.Is(err, jsonscan.ErrDepth):
-		return fmt.Sprintf("JSON nested more than %d levels deep", MaxDepth)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
 	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+		return fmt.Sprintf("malformed JSON at byte %d", se.ByteOffset)
 	}
 	return err.Error()
 }
 
-// parser is one reading of a body; its scanner's first error ends it.
+// parser is one reading of a body.
 type parser struct {
-	s         jsonscan.Scanner
+	dec       *jsontext.Decoder
 	b         []byte
 	maxEvents int
-	out       body
-	dest      text
-	hasEvents bool
 	event     int // the index of the event being read, -1 outside events
 }
 
-// fail stops the reading with a problem of the body's shape, naming the
-// event it is in (formatted only then: reading allocates nothing for it).
-func (p *parser) fail(format string, args ...any) {
+// shape is a problem of the body's shape, naming the event it is in.
+func (p *parser) shape(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	if p.event >= 0 {
 		err = fmt.Errorf("events[%d]: %w", p.event, err)
 	}
-	p.s.Fail(err)
+	return err
 }
 
-// key reads the next member's key and checks it against known: it returns
-// the key's index in known, -1 for a key not read, and false at the
-// object's end or on an error (a known key in another case, or twice: seen
-// has bit i set for known[i] seen).
-func (p *parser) key(known *jsonscan.Keys, seen *uint32) (int, bool) {
-	i, exact, ok := p.s.Member(known)
-	switch {
-	case !ok:
-		return -1, false
-	case i < 0:
-		return -1, true
-	case !exact:
-		p.fail("key %q is not spelled %q (keys are case-sensitive)", p.s.Last().String(), known.Names()[i])
-		return -1, false
-	case *seen&(1<<i) != 0:
-		p.fail("key %q is given twice", known.Names()[i])
-		return -1, false
+// kind is the kind of the next token, or the error reading it gives.
+func (p *parser) kind() (jsontext.Kind, error) {
+	if k := p.dec.PeekKind(); k != 0 {
+		return k, nil
 	}
-	*seen |= 1 << i
-	return i, true
+	_, err := p.dec.ReadToken()
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return 0, err
+}
+
+// read reads the next token, refusing one that opens a level past MaxDepth.
+func (p *parser) read() (jsontext.Token, error) {
+	tok, err := p.dec.ReadToken()
+	if err != nil {
+		return tok, err
+	}
+	if k := tok.Kind(); (k == '{' || k == '[') && p.dec.StackDepth() > MaxDepth {
+		return tok, errDepth
+	}
+	return tok, nil
+}
+
+// skip reads the next value, whatever it is, checking its depth.
+func (p *parser) skip() error {
+	depth := p.dec.StackDepth()
+	for {
+		if _, err := p.read(); err != nil {
+			return err
+		}
+		if p.dec.StackDepth() == depth {
+			return nil
+		}
+	}
+}
+
+// members reads the members of the object just opened, up to its end:
+// field is called with the index in known of each key that is one, the
+// values of the others are skipped. A key that is one of known in another
+// case (strings.EqualFold folds as encoding/json matches keys to fields),
+// or given twice, is refused: parsers disagree on which of two wins.
+func (p *parser) members(known []string, field func(i int) error) error {
+	var seen uint32 // bit i: known[i] was read
+	for {
+		tok, err := p.read()
+		if err != nil {
+			return err
+		}
+		if tok.Kind() == '}' {
+			return nil
+		}
+		i, err := p.index(known, tok.String())
+		switch {
+		case err != nil:
+			return err
+		case i < 0:
+			err = p.skip()
+		case seen&(1<<i) != 0:
+			err = p.shape("key %q is given twice", known[i])
+		default:
+			seen |= 1 << i
+			err = field(i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// index is the index of name in known, -1 when it is none.
+func (p *parser) index(known []string, name string) (int, error) {
+	for i, k := range known {
+		if name == k {
+			return i, nil
+		}
+	}
+	for _, k := range known {
+		if strings.EqualFold(name, k) {
+			return -1, p.shape("a key is not spelled %q (keys are case-sensitive)", k)
+		}
+	}
+	return -1, nil
 }
 
 // str reads a value that must be a JSON string; null reads as "", as
 // encoding/json reads it.
-func (p *parser) str(what string) text {
-	switch p.s.Peek() {
-	case jsonscan.String:
-		p.s.ReadString()
-		v := p.s.Last()
-		if !v.Plain() {
-			return text{s: v.String()}
-		}
-		return text{off: int32(v.Off), n: int32(len(v.Raw))}
-	case jsonscan.Null:
-		p.s.Skip()
-		return text{}
+func (p *parser) str(what string) (string, error) {
+	switch k, err := p.kind(); {
+	case err != nil:
+		return "", err
+	case k == 'n':
+		_, err := p.read()
+		return "", err
+	case k != '"':
+		return "", p.shape("%s is not a string", what)
 	}
-	if p.s.Err() == nil {
-		p.fail("%s is not a string", what)
+	tok, err := p.read()
+	if err != nil {
+		return "", err
 	}
-	return text{}
+	return tok.String(), nil
 }
 
-// finish makes the strings of the body read: the ones that needed no
-// decoding are copied from the body into one string, and sliced from it.
-func (p *parser) finish() {
-	n := int(p.dest.n)
-	for i := range p.out.events {
-		ev := &p.out.events[i]
-		n += int(ev.typText.n + ev.idText.n + ev.chatText.n)
+func (p *parser) body() (body, error) {
+	var out body
+	switch k, err := p.kind(); {
+	case err != nil:
+		return out, err
+	case k != '{':
+		return out, errors.New("not a JSON object")
 	}
-	var all strings.Builder
-	all.Grow(n)
-	add := func(t text) {
-		if t.n > 0 {
-			all.Write(p.b[t.off : t.off+t.n])
-		}
+	if _, err := p.read(); err != nil {
+		return out, err
 	}
-	add(p.dest)
-	for i := range p.out.events {
-		ev := &p.out.events[i]
-		add(ev.typText)
-		add(ev.idText)
-		add(ev.chatText)
-	}
-	strs := all.String()
-	at := 0
-	get := func(t text) string {
-		if t.n == 0 {
-			return t.s
-		}
-		at += int(t.n)
-		return strs[at-int(t.n) : at]
-	}
-	p.out.destination = get(p.dest)
-	for i := range p.out.events {
-		ev := &p.out.events[i]
-		ev.typ, ev.webhookEventID, ev.chat = get(ev.typText), get(ev.idText), get(ev.chatText)
-	}
-}
-
-func (p *parser) body() {
-	var seen uint32
-	p.s.Object()
-	for {
-		i, ok := p.key(bodyKeys, &seen)
-		if !ok {
-			return
-		}
+	hasEvents := false
+	err := p.members(bodyKeys, func(i int) error {
+		var err error
 		switch i {
 		case keyDestination:
-			p.dest = p.str(`"destination"`)
+			out.destination, err = p.str(`"destination"`)
 		case keyEvents:
-			if p.s.Peek() != jsonscan.Array {
-				if p.s.Err() == nil {
-					p.fail(`"events" is not an array`)
-				}
-				return
-			}
-			p.hasEvents = true
-			p.events()
-		default:
-			p.s.Skip()
+			hasEvents = true
+			out.events, err = p.events()
 		}
+		return err
+	})
+	if err != nil {
+		return body{}, err
 	}
+	if _, err := p.dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("more than one JSON value")
+		}
+		return body{}, err
+	}
+	if !hasEvents {
+		return body{}, errors.New(`no "events" array`)
+	}
+	return out, nil
 }
 
-func (p *parser) events() {
-	// A LINE event is a few hundred bytes: room for the usual count at once.
-	if n := min(p.maxEvents, len(p.b)/320+1); cap(p.out.events) < n {
-		p.out.events = make([]event, 0, n)
+func (p *parser) events() ([]event, error) {
+	switch k, err := p.kind(); {
+	case err != nil:
+		return nil, err
+	case k != '[':
+		return nil, errors.New(`"events" is not an array`)
 	}
-	p.s.Array()
-	for n := 0; p.s.Elem(); n++ {
-		if n >= p.maxEvents {
-			p.fail("more than %d events", p.maxEvents)
-			return
-		}
-		if p.s.Peek() != jsonscan.Object {
-			if p.s.Err() == nil {
-				p.fail("events[%d] is not an object", n)
-			}
-			return
+	if _, err := p.read(); err != nil {
+		return nil, err
+	}
+	// A LINE event is a few hundred bytes: room for the usual count at once.
+	evs := make([]event, 0, min(p.maxEvents, len(p.b)/320+1))
+	for n := 0; ; n++ {
+		switch k, err := p.kind(); {
+		case err != nil:
+			return nil, err
+		case k == ']':
+			_, err := p.read()
+			return evs, err
+		case k != '{':
+			return nil, fmt.Errorf("events[%d] is not an object", n)
+		case n >= p.maxEvents:
+			return nil, fmt.Errorf("more than %d events", p.maxEvents)
 		}
 		p.event = n
-		start := p.s.Pos()
-		p.out.events = append(p.out.events, event{})
-		ev := &p.out.events[len(p.out.events)-1] // read in place: an event is a few hundred bytes
-		p.readEvent(ev)
-		if p.s.Err() != nil {
-			return
+		ev, err := p.readEvent()
+		if err != nil {
+			return nil, err
 		}
-		if t := ev.typText; t.empty() || len(t.s)+int(t.n) > maxDetailType {
-			p.fail("no usable \"type\"")
-			return
+		if ev.typ == "" || len(ev.typ) > maxDetailType {
+			return nil, p.shape(`no usable "type"`)
 		}
-		end := p.s.Pos()
-		ev.raw = p.b[start:end:end]
 		p.event = -1
+		evs = append(evs, ev)
 	}
 }
 
-// readEvent reads one event object into ev (zero): its type,
+// readEvent reads one event object: its raw bytes, its type,
 // webhookEventId and chat (the group, the room, else the user:
 // bot.Source.ChatID's rule).
-func (p *parser) readEvent(ev *event) {
-	var seen uint32
-	var group, room, user text
-	p.s.Object()
-	for i, ok := p.key(eventKeys, &seen); ok; i, ok = p.key(eventKeys, &seen) {
-		if i == keyType {
-			ev.typText = p.str(`"type"`)
-		} else if i == keyWebhookEventID {
-			ev.idText = p.str(`"webhookEventId"`)
-		} else if i == keySource {
-			group, room, user = p.source()
-		} else {
-			p.s.Skip()
-		}
+func (p *parser) readEvent() (event, error) {
+	var ev event
+	if _, err := p.read(); err != nil { // the event's '{'
+		return ev, err
 	}
+	start := p.dec.InputOffset() - 1
+	var group, room, user string
+	err := p.members(eventKeys, func(i int) error {
+		var err error
+		switch i {
+		case keyType:
+			ev.typ, err = p.str(`"type"`)
+		case keyWebhookEventID:
+			ev.webhookEventID, err = p.str(`"webhookEventId"`)
+		case keySource:
+			group, room, user, err = p.source()
+		default:
+			err = p.skip()
+		}
+		return err
+	})
+	if err != nil {
+		return ev, err
+	}
+	end := p.dec.InputOffset()
+	ev.raw = p.b[start:end:end]
 	switch {
-	case !group.empty():
-		ev.chatText = group
-	case !room.empty():
-		ev.chatText = room
+	case group != "":
+		ev.chat = group
+	case room != "":
+		ev.chat = room
 	default:
-		ev.chatText = user
+		ev.chat = user
 	}
+	return ev, nil
 }
 
-// source reads an event's "source": an object (or null, no chat).
-func (p *parser) source() (group, room, user text) {
-	switch p.s.Peek() {
-	case jsonscan.Null:
-		p.s.Skip()
-		return
-	case jsonscan.Object:
-	default:
-		if p.s.Err() == nil {
-			p.fail(`"source" is not an object`)
-		}
-		return
+// source reads an event's "source": an object, or null (no chat).
+func (p *parser) source() (group, room, user string, err error) {
+	switch k, err := p.kind(); {
+	case err != nil:
+		return "", "", "", err
+	case k == 'n':
+		_, err := p.read()
+		return "", "", "", err
+	case k != '{':
+		return "", "", "", p.shape(`"source" is not an object`)
 	}
-	ids := [...]*text{keyUserID: &user, keyGroupID: &group, keyRoomID: &room}
-	var seen uint32
-	p.s.Object()
-	for i, ok := p.key(sourceKeys, &seen); ok; i, ok = p.key(sourceKeys, &seen) {
-		if i > 0 && i < len(ids) {
-			*ids[i] = p.str(sourceWhat[i])
-		} else {
-			p.s.Skip()
-		}
+	if _, err := p.read(); err != nil {
+		return "", "", "", err
 	}
-	return
+	err = p.members(sourceKeys, func(i int) error {
+		var err error
+		switch i {
+		case keyUserID:
+			user, err = p.str(`"source.userId"`)
+		case keyGroupID:
+			group, err = p.str(`"source.groupId"`)
+		case keyRoomID:
+			room, err = p.str(`"source.roomId"`)
+		default:
+			err = p.skip()
+		}
+		return err
+	})
+	return group, room, user, err
 }
-
-// sourceWhat names the source's IDs in errors.
-var sourceWhat = [...]string{keyUserID: `"source.userId"`, keyGroupID: `"source.groupId"`, keyRoomID: `"source.roomId"`}

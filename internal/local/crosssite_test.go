@@ -99,6 +99,12 @@ func routes(opsTopic, queueARN string) []route {
 		{pattern: `"GET /_local/line/messages"`, attack: getOK("/_local/line/messages"), plain: getOK("/_local/line/messages"), want: 200},
 		{pattern: `"GET /_local/line/loading"`, attack: getOK("/_local/line/loading"), plain: getOK("/_local/line/loading"), want: 200},
 		{pattern: `"GET /_local/topics"`, attack: getOK("/_local/topics"), plain: getOK("/_local/topics"), want: 200},
+		{pattern: `"GET /_local/alerts"`, attack: getOK("/_local/alerts"), plain: getOK("/_local/alerts"), want: 200},
+		{pattern: `"GET /_local/email"`, attack: getOK("/_local/email"), plain: getOK("/_local/email"), want: 200},
+		{pattern: `"GET /_local/line/reads"`, attack: getOK("/_local/line/reads"), plain: getOK("/_local/line/reads"), want: 200},
+		{pattern: `"POST /_local/metrics"`, // a forged data point would drive an alarm and page the operator
+			attack: request{method: "POST", path: "/_local/metrics", ctype: text, body: `{"namespace":"AWS/Lambda","metricName":"Throttles","dimensions":{"FunctionName":"linegate-WebhookFunction"},"value":1}`},
+			plain:  request{method: "POST", path: "/_local/metrics", ctype: "application/json", body: `{"namespace":"linegate","metricName":"Probe","value":1}`}, want: 200},
 	}
 }
 

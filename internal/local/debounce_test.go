@@ -21,7 +21,7 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 )
 
-func exampleBot(c config.Worker) *bot.Router { return app.New(app.Config{Probes: c.Probes}) }
+func exampleBot(c config.Worker) *bot.Router { return app.NewWith(app.Config{Probes: c.Probes}) }
 
 // settled waits until every event of ids has a final outcome in
 // /_local/events and the long-work queue holds nothing, visible or in

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,9 +107,32 @@ func (r *Runtime) localOpsEnv(env map[string]string) {
 	env["CHATOPS_KEY"] = r.chatOpsKey
 	env["OPERATOR_LINE_IDS"] = orDefault(r.cfg.Getenv("OPERATOR_LINE_IDS"), DefaultOperator)
 	for k, v := range env {
-		env[k] = r.localQueueList(v) // a queue's URL, or a list of them (ALERT_DLQS)
+		for _, q := range r.top.Queues {
+			if u := r.res.queueURL[q.LogicalID]; u != "" {
+				v = replaceURL(v, q.URL, u)
+			}
+		}
+		env[k] = v
 	}
 	scaledPagingEnv(env, r.cfg.TimeScale)
+}
+
+// replaceURL replaces old in v where it is the whole value, a whole item of
+// a comma-separated list (ALERT_DLQS) or the URL of a name=URL item
+// (ROUTE_QUEUES: "long=URL,reports=URL").
+func replaceURL(v, old, new string) string {
+	if !strings.Contains(v, old) {
+		return v
+	}
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		if strings.TrimSpace(p) == old {
+			parts[i] = new
+		} else if name, url, ok := strings.Cut(p, "="); ok && url == old {
+			parts[i] = name + "=" + new
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // startScheduled runs a function with Schedule events (the quota governor)

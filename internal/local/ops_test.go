@@ -178,3 +178,25 @@ func TestRunningForMonths(t *testing.T) {
 		}
 	})
 }
+
+// A function's queue URLs are the runtime's own, also inside a list
+// (ALERT_DLQS) or a name=URL list (the worker's ROUTE_QUEUES), and only
+// where a whole URL stands.
+func TestReplaceURL(t *testing.T) {
+	const old, new = "https://sqs.us-east-1.amazonaws.com/000000000000/linegate-LongQueue", "http://127.0.0.1:3000/000000000000/linegate-LongQueue"
+	tests := []struct{ v, want string }{
+		{old, new},
+		{"long=" + old, "long=" + new},
+		{"reports=http://r,long=" + old, "reports=http://r,long=" + new},
+		{"long=" + old + "2", "long=" + old + "2"},
+		{old + "2", old + "2"},
+		{"http://a," + old + ",http://b", "http://a," + new + ",http://b"}, // ALERT_DLQS
+		{old + "2," + old, old + "2," + new},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := replaceURL(tt.v, old, new); got != tt.want {
+			t.Errorf("replaceURL(%q) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}

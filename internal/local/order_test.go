@@ -18,7 +18,7 @@ import (
 // with a database or an API behind it does: without per-chat exclusivity a
 // later message overtakes an earlier one still being handled.
 func slowingBot(c config.Worker) *bot.Router {
-	r := app.New(app.Config{Probes: c.Probes})
+	r := app.NewWith(app.Config{Probes: c.Probes})
 	r.Use(func(next bot.Handler) bot.Handler {
 		return func(ctx context.Context, e *bot.Event) error {
 			time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)

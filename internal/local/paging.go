@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -123,24 +122,6 @@ func scaledPagingEnv(env map[string]string, scale float64) {
 		}
 		env[k] = max(scaled(d, scale), time.Millisecond).String()
 	}
-}
-
-// localQueueList maps each template URL in a comma-separated list to the
-// local queue's URL.
-func (r *Runtime) localQueueList(v string) string {
-	parts := strings.Split(v, ",")
-	changed := false
-	for i, p := range parts {
-		for _, q := range r.top.Queues {
-			if strings.TrimSpace(p) == q.URL && r.res.queueURL[q.LogicalID] != "" {
-				parts[i], changed = r.res.queueURL[q.LogicalID], true
-			}
-		}
-	}
-	if !changed {
-		return v
-	}
-	return strings.Join(parts, ",")
 }
 
 // serveAlerts answers GET /_local/alerts: the sweeps of this run and the

@@ -272,7 +272,7 @@ func (q holdingChatQueue) SendMessageBatch(ctx context.Context, in *sqs.SendMess
 			if e.MessageBody == nil {
 				continue
 			}
-			if d, err := envelope.DecodeRecord(*e.MessageBody, nil); err == nil {
+			if _, d, err := envelope.Decode([]byte(*e.MessageBody)); err == nil {
 				if h := eventHead(d.Event); h.WebhookEventID != "" {
 					ids = append(ids, h.WebhookEventID)
 				}

@@ -75,6 +75,11 @@ type Config struct {
 	// (required: linegate's own packages never import an example bot; the
 	// CLI passes internal/app's).
 	Bot func(config.Worker) *bot.Router
+	// WorkerEnv, when set, is given each worker function's environment as
+	// the function gets it here (the template's, with the local
+	// overrides), before Bot: the CLI starts the project's worker binary,
+	// the bot's process, with it.
+	WorkerEnv func(env map[string]string)
 	// Options are added to every worker (benchmarks, chaos).
 	WorkerOptions []worker.Option
 	// BusLatency is added to every PutEvents and every SendMessageBatch of
@@ -448,6 +453,12 @@ func (r *Runtime) StateDir() string { return r.cfg.StateDir }
 // overrides: plain secrets instead of SSM parameters, the local LINE API, and
 // the developer's own settings.
 func (r *Runtime) functionEnv(f template.Function) config.Getenv {
+	env := r.functionEnvMap(f)
+	return func(k string) string { return env[k] }
+}
+
+// functionEnvMap is functionEnv as a map.
+func (r *Runtime) functionEnvMap(f template.Function) map[string]string {
 	env := map[string]string{}
 	for k, v := range f.Env {
 		env[k] = v
@@ -483,7 +494,7 @@ func (r *Runtime) functionEnv(f template.Function) config.Getenv {
 			env["PUBLISH_DEADLINE_MS"] = strconv.Itoa(min(int(float64(ms)*max(c.Dilation, 1)), 5000))
 		}
 	}
-	return func(k string) string { return env[k] }
+	return env
 }
 
 func orDefault(v, def string) string {
@@ -597,6 +608,9 @@ func (r *Runtime) startWorker(ctx, rctx context.Context, f template.Function, en
 	}
 	if r.mem != nil {
 		store = tracedStore{next: store, region: r.top.Region, model: r.model}
+	}
+	if r.cfg.WorkerEnv != nil {
+		r.cfg.WorkerEnv(r.functionEnvMap(f))
 	}
 	c, m := r.common(f.Name)
 	p, err := workerfn.New(ctx, cfg, r.cfg.Bot(cfg), workerfn.Deps{

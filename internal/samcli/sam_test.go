@@ -7,11 +7,14 @@ package samcli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -43,7 +46,7 @@ func requireSAM(t *testing.T) (*samcli.CLI, *samcli.Docker) {
 		}
 		t.Skipf("SKIPPED LOUDLY: %v; this test runs sam validate, sam build and sam local invoke of every sample in events/ in CI (docs/testing.md says how to run it here)", err)
 	}
-	c, err := samcli.Find(repoRoot)
+	c, err := samcli.Find(snapshot(t, repoRoot))
 	if err != nil {
 		missing(err)
 	}
@@ -58,6 +61,41 @@ func requireSAM(t *testing.T) (*samcli.CLI, *samcli.Docker) {
 	}
 	c.Env = samcli.CleanEnv(os.Environ())
 	return c, d
+}
+
+// snapshot copies the repository's files (tracked, and untracked ones git
+// does not ignore) into a temporary directory, where sam builds and invokes:
+// the other packages' tests run at the same time and may create and delete
+// files in the tree, and sam build hashes the whole CodeUri (the
+// repository's root), failing with FileNotFoundError when a file it listed
+// is gone before it is read.
+func snapshot(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatalf("git ls-files in %s: %v", root, err)
+	}
+	dst := t.TempDir()
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the work tree, not yet in the index
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := os.Stat(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }
 
 // outcome is what a sample is documented to produce (events/expected.json,
@@ -156,7 +194,7 @@ func startLocal(t *testing.T) *local.Runtime {
 	rt, err := local.Start(context.Background(), local.Config{
 		Template: filepath.Join(repoRoot, "template.yaml"), Addr: "127.0.0.1:0",
 		Getenv: func(string) string { return "" },
-		Bot:    func(c config.Worker) *bot.Router { return app.New(app.Config{Probes: c.Probes}) },
+		Bot:    func(c config.Worker) *bot.Router { return app.NewWith(app.Config{Probes: c.Probes}) },
 	})
 	if err != nil {
 		t.Fatalf("linegate local: %v", err)

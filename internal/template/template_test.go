@@ -201,8 +201,8 @@ func TestRealTemplateSemantics(t *testing.T) {
 		t.Errorf("CHAT_QUEUE_URL = %q, want %q", got, chat.URL)
 	}
 	long := find(t, top.Queues, queueID, "LongQueue")
-	if long.FIFO || worker.Env["LONG_QUEUE_URL"] != long.URL {
-		t.Errorf("long-work queue %+v, LONG_QUEUE_URL %q", long, worker.Env["LONG_QUEUE_URL"])
+	if long.FIFO || worker.Env["ROUTE_QUEUES"] != "long="+long.URL {
+		t.Errorf("long-work queue %+v, ROUTE_QUEUES %q", long, worker.Env["ROUTE_QUEUES"])
 	}
 	mappings := map[string]SQSMapping{}
 	for _, m := range worker.SQSEvents {

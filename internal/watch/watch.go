@@ -47,11 +47,16 @@ type Config struct {
 	Poll, Settle time.Duration
 	// Grace is how long a replaced bot may finish the events it holds.
 	Grace time.Duration
+	// Rebuild turns the watching on: without it Run builds and starts the
+	// bot once (and starts it again when it dies) and watches no file.
+	Rebuild bool
+	// Started, when set, is called once the first bot answers.
+	Started func()
 }
 
-// Run builds and starts the bot, then rebuilds and swaps it on every
-// change until ctx ends. It returns an error only when the first build or
-// start fails.
+// Run builds and starts the bot, then (with Rebuild) rebuilds and swaps
+// it on every change until ctx ends. It returns an error only when the
+// first build or start fails.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
@@ -67,6 +72,13 @@ func Run(ctx context.Context, cfg Config) error {
 	snap := scan(cfg.Root, cfg.Notice)
 	if err := w.reload(ctx, 0); err != nil {
 		return err
+	}
+	if cfg.Started != nil {
+		cfg.Started()
+	}
+	if !cfg.Rebuild {
+		<-ctx.Done()
+		return nil
 	}
 	for gen := 1; ; {
 		select {
@@ -127,6 +139,8 @@ type watcher struct {
 // child is one running bot process.
 type child struct {
 	cmd     *exec.Cmd
+	hello   botproc.Hello // what it answered when ready
+	ready   bool          // it answered: an exit after that is a crash to recover from
 	bin     string
 	socket  string
 	exited  chan struct{}
@@ -160,12 +174,12 @@ func (w *watcher) reload(ctx context.Context, gen int) error {
 		old.retired = true
 	}
 	w.mu.Unlock()
-	w.cfg.Client.Swap(botproc.Socket(c.socket))
+	w.cfg.Client.Swap(botproc.Socket(c.socket), c.hello)
 	if old != nil {
 		go w.retire(old)
-		w.say("bot rebuilt and live in %s (queues, DLQs, idempotency and the event log kept)", time.Since(begin).Round(10*time.Millisecond))
+		w.say("bot rebuilt and live in %s (pid %d; queues, DLQs, idempotency and the event log kept)", time.Since(begin).Round(10*time.Millisecond), c.cmd.Process.Pid)
 	} else {
-		w.say("bot built and running in its own process in %s", time.Since(begin).Round(10*time.Millisecond))
+		w.say("bot built and running in its own process (pid %d) in %s", c.cmd.Process.Pid, time.Since(begin).Round(10*time.Millisecond))
 	}
 	return nil
 }
@@ -181,9 +195,32 @@ func (w *watcher) start(ctx context.Context, bin string, gen int) (*child, error
 	go w.reap(ctx, c, gen)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := botproc.Ready(rctx, botproc.Socket(socket)); err != nil {
+	go func() {
+		select {
+		case <-c.exited:
+			cancel() // it will never answer
+		case <-rctx.Done():
+		}
+	}()
+	h, err := w.cfg.Client.Ready(rctx, botproc.Socket(socket))
+	if err != nil {
 		_ = cmd.Process.Kill()
+		select {
+		case <-c.exited:
+			if !errors.Is(err, botproc.ErrProtocol) {
+				err = fmt.Errorf("the bot process exited before it was ready (its output is above): %w", err)
+			}
+		default:
+		}
 		return nil, err
+	}
+	w.mu.Lock()
+	c.hello, c.ready = h, true
+	w.mu.Unlock()
+	select {
+	case <-c.exited: // between its answer and ready: reap did not restart it
+		return nil, errors.New("the bot process exited as soon as it was ready (its output is above)")
+	default:
 	}
 	return c, nil
 }
@@ -195,7 +232,7 @@ func (w *watcher) reap(ctx context.Context, c *child, gen int) {
 	close(c.exited)
 	_ = os.Remove(c.socket)
 	w.mu.Lock()
-	expected := c.retired || w.cur != c && w.cur != nil
+	expected := c.retired || w.cur != c && w.cur != nil || !c.ready // start reports an exit before ready
 	w.mu.Unlock()
 	if expected || ctx.Err() != nil {
 		return
@@ -214,7 +251,7 @@ func (w *watcher) reap(ctx context.Context, c *child, gen int) {
 		w.cur = n
 	}
 	w.mu.Unlock()
-	w.cfg.Client.Swap(botproc.Socket(n.socket))
+	w.cfg.Client.Swap(botproc.Socket(n.socket), n.hello)
 }
 
 // retire lets c finish what it holds (SIGTERM), then kills it after the
@@ -244,7 +281,7 @@ func (w *watcher) stopAll() {
 		c.retired = true
 	}
 	w.mu.Unlock()
-	w.cfg.Client.Swap(nil)
+	w.cfg.Client.Swap(nil, botproc.Hello{})
 	if c != nil {
 		w.retire(c)
 	}
@@ -347,7 +384,7 @@ func ModuleRoot(dir string) (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", errors.New("no go.mod above " + dir + ": --watch rebuilds the bot from its Go module")
+			return "", errors.New("no go.mod above " + dir + ": linegate local builds the bot from the Go module it is started in (linegate new DIR writes one)")
 		}
 	}
 }

@@ -149,7 +149,7 @@ func TestWatchSwapsTheBotAndKeepsState(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{
-			Root: root, Dir: t.TempDir(), Out: console, Client: client, Poll: 50 * time.Millisecond, Settle: 50 * time.Millisecond, Grace: 5 * time.Second,
+			Root: root, Dir: t.TempDir(), Out: console, Client: client, Poll: 50 * time.Millisecond, Settle: 50 * time.Millisecond, Grace: 5 * time.Second, Rebuild: true,
 			Build: func(_ context.Context, out string) ([]byte, error) {
 				mu.Lock()
 				v := variant
@@ -356,7 +356,7 @@ func TestWatchKeepsFailureSemantics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{
-			Root: root, Dir: t.TempDir(), Out: console, Client: client, Poll: time.Hour, Grace: 5 * time.Second,
+			Root: root, Dir: t.TempDir(), Out: console, Client: client, Poll: time.Hour, Grace: 5 * time.Second, Rebuild: true,
 			Build: func(_ context.Context, out string) ([]byte, error) {
 				return nil, os.WriteFile(out, []byte("v1"), 0o600)
 			},

@@ -20,7 +20,7 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 )
 
-// Debouncing a route (bot.Debounce) on the real topology (docs/adr/0005):
+// Debouncing a route (bot.Debounce) on the real topology (docs/adr/0009-debounce.md):
 //
 //   - On the chat queue an event of a debounced route is claimed like any
 //     other; its effect there is to be appended to its chat's buffer

@@ -9,10 +9,10 @@ import (
 	"github.com/linegate/linegate/pkg/bot"
 )
 
-// longRouter says whether an event's route declared its work long;
-// *bot.Router satisfies it.
-type longRouter interface {
-	Long(e *bot.Event) bool
+// queueRouter says which route queue an event's route runs on ("" where
+// it is received); *bot.Router satisfies it.
+type queueRouter interface {
+	Queue(e *bot.Event) string
 }
 
 // loadingSeconds is how long each loading animation is asked for: LINE's
@@ -23,17 +23,17 @@ const loadingSeconds = 60
 // animation: inside the 60 s each one lasts.
 const DefaultLoadingRefresh = 50 * time.Second
 
-// longWork runs routes declared bot.Long on their own queue. On any other
-// queue, an event whose route is long is not dispatched: the loading
-// animation is shown (one-to-one chats), the record's body is sent unchanged
-// to the long-work queue at longURL, and the record completes as
+// longWork runs routes declared with bot.Queue on their route queue. On
+// any other queue, an event whose route names one is not dispatched: the
+// loading animation is shown (one-to-one chats), the record's body is sent
+// unchanged to the route queue's URL in table, and the record completes as
 // OutcomeForwarded, so its chat's next event and other chats' quick replies
-// never wait behind it. On the long-work queue (r.long) the handler runs,
-// and the loading animation is shown again every refresh until the event
-// has answered or the handler returns. Without a router that knows long
-// routes, an SQS client or a long-work queue, every route runs where it is
-// received.
-func longWork(router longRouter, q *queues, longURL string, newMessenger func() bot.Messenger, refresh time.Duration, log *slog.Logger) middleware {
+// never wait behind it. On a route queue (r.long) the handler runs, and the
+// loading animation is shown again every refresh until the event has
+// answered or the handler returns. Without a router that knows route
+// queues, an SQS client or the named queue in table, a route runs where it
+// is received.
+func longWork(router queueRouter, q *queues, table map[string]string, newMessenger func() bot.Messenger, refresh time.Duration, log *slog.Logger) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			if r.event == nil || router == nil {
@@ -44,7 +44,13 @@ func longWork(router longRouter, q *queues, longURL string, newMessenger func() 
 				defer stop()
 				return next(ctx, r)
 			}
-			if q == nil || longURL == "" || !router.Long(r.event) {
+			name := router.Queue(r.event)
+			longURL := table[name]
+			if q == nil || name == "" || longURL == "" {
+				if name != "" && q != nil && len(table) > 0 {
+					log.WarnContext(ctx, "route queue not in the worker's queue table: the route runs where it is received",
+						"webhookEventId", r.result.WebhookEventID, "queue", name)
+				}
 				return next(ctx, r)
 			}
 			if err := r.event.ShowLoading(ctx, loadingSeconds); err != nil {

@@ -16,7 +16,6 @@ type record struct {
 	msg       events.SQSMessage
 	detail    envelope.Detail // set by decode
 	head      bot.Head        // set by decode: enough to deduplicate
-	reader    bot.Reader      // decode's reading of the event, which parse builds it from
 	event     *bot.Event      // set by parse, after the claim
 	messenger bot.Messenger   // set by parse: the event's LINE client (nil: none)
 	panicked  *panicked       // set by recoverPanics when the handler panicked
@@ -75,9 +74,7 @@ func chain(steps []middleware, last handler) handler {
 //     it sees every error (an undecodable record included) and turns it into
 //     a dead letter or a growing retry delay before account reports it.
 //   - decode before idempotent: the claim needs only the envelope and the
-//     event's head. decode reads the record once, front to back, for the
-//     envelope, the head and the rest of a common event (bot.Reader), so
-//     parse builds the event without reading the record again.
+//     event's head (bot.Peek), not the SDK's full decode.
 //   - idempotent before parse: a duplicate costs a claim, never the SDK's
 //     full decode nor a LINE client; a parse failure releases the claim.
 //   - latestEdit after parse (the edited message's chat and ID are in the
@@ -118,11 +115,11 @@ func (p *Processor) pipeline() []middleware {
 		idempotent(p.store, p.inProgressFor, p.keepFor, p.log, p.completing),
 		parse(p.newMessenger, p.state, p.keepFor),
 		latestEdit(p.state, p.keepFor, p.log),
-		debounce(debounceConfig{router: p.debounced, store: p.state, queues: p.queues, longURL: p.longURL,
+		debounce(debounceConfig{router: p.debounced, store: p.state, queues: p.queues, longURL: p.routeQueues[longQueue],
 			newMessenger: p.newMessenger, inProgressFor: p.inProgressFor, keepFor: p.keepFor, now: p.now, sleep: p.sleep, log: p.log}),
 		bindState(p.state, p.inProgressFor, p.keepFor, p.sessionTTL, p.log, p.metrics),
 		trackHeld(),
-		longWork(p.long, p.queues, p.longURL, p.newMessenger, p.loadingEvery, p.log),
+		longWork(p.long, p.queues, p.routeQueues, p.newMessenger, p.loadingEvery, p.log),
 		reportCrash(p.crash, p.now, p.log),
 		timeout(p.recordTimeout, p.margin),
 		recoverPanics(),

@@ -132,20 +132,19 @@ type metricsFolder interface {
 }
 
 // decode unwraps the record's EventBridge envelope and reads the event's
-// head (type, webhookEventId, source type) without the SDK, in one pass over
-// the record that also reads what parse needs of a common event. A record
-// that cannot be decoded fails (envelope.ErrMalformed, bot.ErrEvent). The
+// head (type, webhookEventId, source type) without the SDK. A record that
+// cannot be decoded fails (envelope.ErrMalformed, bot.ErrEvent). The
 // steps after it run with the webhookEventId in their context when
 // eventContext is set, so every log line about the event carries it.
 func decode(eventContext func(ctx context.Context, id string) context.Context) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
-			detail, err := envelope.DecodeRecord(r.msg.Body, &r.reader)
+			_, detail, err := envelope.Decode([]byte(r.msg.Body))
 			if err != nil {
 				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
 			}
-			h, err := r.reader.Head()
+			h, err := bot.Peek(detail.Event)
 			if err != nil {
 				r.result.WebhookEventID = salvageEventID(r.msg.Body)
 				return err
@@ -243,17 +242,16 @@ func idempotent(store idempotency.Store, inProgressFor, keepFor time.Duration, l
 // long-work queue.
 const longKeySuffix = "#long"
 
-// parse builds the full event, with the SDK's typed event, from what decode
-// read (the SDK decodes it when decode could not: bot.Reader), and binds it
-// to a new LINE client from newMessenger (when set), one per record. With a
-// state store the client records the event's reply attempt in it before
-// the reply (withLedger), so a retry never pushes what a reply may have
-// delivered. An event the SDK cannot decode fails the record (bot.ErrEvent)
-// and gets no client.
+// parse builds the full event, with the SDK's typed event (bot.Parse), and
+// binds it to a new LINE client from newMessenger (when set), one per
+// record. With a state store the client records the event's reply attempt
+// in it before the reply (withLedger), so a retry never pushes what a reply
+// may have delivered. An event the SDK cannot decode fails the record
+// (bot.ErrEvent) and gets no client.
 func parse(newMessenger func() bot.Messenger, state StateStore, keepFor time.Duration) middleware {
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
-			ev, err := r.reader.Event(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
+			ev, err := bot.Parse(r.detail.Event, r.detail.Destination, r.detail.ReceivedAt, nil)
 			if err != nil {
 				return err
 			}

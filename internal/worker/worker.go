@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,9 +159,9 @@ type Processor struct {
 	intercept     func(ctx context.Context, e *bot.Event) (bool, error)
 	queues        *queues
 	retry         backoff.Policy
-	longURL       string
+	routeQueues   map[string]string // route queue name -> URL (WithRouteQueues)
 	loadingEvery  time.Duration
-	long          longRouter     // the router, when it knows long routes
+	long          queueRouter    // the router, when it knows route queues
 	debounced     debounceRouter // the router, when it knows debounced routes
 	sleep         func(ctx context.Context, d time.Duration) error
 
@@ -266,7 +267,7 @@ func WithIntercept(f func(ctx context.Context, e *bot.Event) (bool, error)) Opti
 // SQS client in Lambda): dead-letter a failure that cannot succeed on its
 // first receive, space a transient failure's receives with WithRetryBackoff,
 // make the rest of a failed chat's records visible again, and hand long work
-// to WithLongQueue. Without it a failed record just fails, and SQS's
+// to its route queue (WithRouteQueues). Without it a failed record just fails, and SQS's
 // visibility timeout and redrive policy decide the rest.
 func WithQueues(api queueAPI) Option { return func(p *Processor) { p.queues = newQueues(api) } }
 
@@ -274,11 +275,38 @@ func WithQueues(api queueAPI) Option { return func(p *Processor) { p.queues = ne
 // by receive count (default DefaultRetryBackoff).
 func WithRetryBackoff(b backoff.Policy) Option { return func(p *Processor) { p.retry = b } }
 
-// WithLongQueue names the long-work queue by URL: events whose route is
-// bot.Long are sent there from any other queue, and run when they come from
-// it (told apart by queue name). Without it long routes run where they are
-// received.
-func WithLongQueue(url string) Option { return func(p *Processor) { p.longURL = url } }
+// WithRouteQueues is the worker's queue table: each route queue a route
+// names with bot.Queue, by name, with its URL. An event whose route names
+// one is sent there from any other queue, and runs when it comes from one
+// (told apart by queue name). Debounced routes wait on the one named
+// "long". A table that lacks a queue the router's routes name fails New;
+// without a table every route runs where it is received. An empty URL
+// removes the name from the table.
+func WithRouteQueues(table map[string]string) Option {
+	return func(p *Processor) {
+		if p.routeQueues == nil {
+			p.routeQueues = map[string]string{}
+		}
+		for name, url := range table {
+			if url == "" {
+				delete(p.routeQueues, name) // a later option unsets a queue
+				continue
+			}
+			p.routeQueues[name] = url
+		}
+	}
+}
+
+// WithLongQueue is WithRouteQueues with the one queue named "long".
+func WithLongQueue(url string) Option { return WithRouteQueues(map[string]string{longQueue: url}) }
+
+// longQueue is the route queue of long work, which debounced routes also
+// wait on (bot.Queue("long")).
+const longQueue = "long"
+
+// ErrRouteQueue is returned by New when the router's routes name a route
+// queue the worker's queue table lacks.
+var ErrRouteQueue = errors.New("worker: a route names a route queue the worker's queue table (ROUTE_QUEUES) lacks")
 
 // withSleep replaces how a debounce flush that arrived early waits for its
 // due time (tests: a sleep that advances a fake clock).
@@ -320,8 +348,11 @@ func New(router dispatcher, store idempotency.Store, opts ...Option) (*Processor
 	if p.recordTimeout == 0 {
 		p.recordTimeout = max(p.inProgressFor-p.margin, time.Second)
 	}
-	if lr, ok := router.(longRouter); ok {
-		p.long = lr
+	if qr, ok := router.(queueRouter); ok {
+		p.long = qr
+	}
+	if err := p.checkRouteQueues(router); err != nil {
+		return nil, err
 	}
 	if dr, ok := router.(debounceRouter); ok {
 		p.debounced = dr
@@ -413,9 +444,38 @@ func (p *Processor) process(ctx context.Context, msg events.SQSMessage, only boo
 	return r.result
 }
 
-// isLong reports whether msg came from the long-work queue.
+// isLong reports whether msg came from a route queue.
 func (p *Processor) isLong(msg events.SQSMessage) bool {
-	return p.longURL != "" && msg.EventSourceARN != "" && queueName(msg.EventSourceARN) == queueName(p.longURL)
+	if msg.EventSourceARN == "" {
+		return false
+	}
+	name := queueName(msg.EventSourceARN)
+	for _, url := range p.routeQueues {
+		if queueName(url) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRouteQueues fails when the worker has a queue table and router
+// names (Queues) a route queue it lacks: such a route would run where it
+// is received, behind the chat's quick replies.
+func (p *Processor) checkRouteQueues(router dispatcher) error {
+	qr, ok := router.(interface{ Queues() []string })
+	if !ok || len(p.routeQueues) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, name := range qr.Queues() {
+		if _, ok := p.routeQueues[name]; !ok {
+			missing = append(missing, strconv.Quote(name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s", ErrRouteQueue, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // deferRecord accounts for a record not run because an earlier one of its
@@ -423,9 +483,8 @@ func (p *Processor) isLong(msg events.SQSMessage) bool {
 func (p *Processor) deferRecord(ctx context.Context, msg events.SQSMessage) {
 	res := Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg), Group: msg.Attributes["MessageGroupId"],
 		Queue: queueName(msg.EventSourceARN), Outcome: OutcomeDeferred, Err: ErrDeferred}
-	var ev bot.Reader
-	if _, err := envelope.DecodeRecord(msg.Body, &ev); err == nil {
-		if h, err := ev.Head(); err == nil {
+	if _, d, err := envelope.Decode([]byte(msg.Body)); err == nil {
+		if h, err := bot.Peek(d.Event); err == nil {
 			res.WebhookEventID, res.Type = h.WebhookEventID, h.Type
 		}
 	}

@@ -1042,7 +1042,7 @@ func longRouterFor(ran *atomic.Int32, release chan struct{}) *bot.Router {
 			}
 		}
 		return e.ReplyText(ctx, "drawn")
-	}, bot.Long())
+	}, bot.Queue("long"))
 	return r
 }
 
@@ -1107,6 +1107,56 @@ func TestLongWorkWithoutLongQueueRunsInPlace(t *testing.T) {
 	}
 }
 
+// Each route names its own route queue: an event is handed to its route's
+// queue by the table's URL, and a record from any route queue of the table
+// runs its handler there.
+func TestRouteQueuesByName(t *testing.T) {
+	const reportsURL, reportsARN = "https://sqs.ap-northeast-1.amazonaws.com/000000000000/linegate-ReportsQueue",
+		"arn:aws:sqs:ap-northeast-1:000000000000:linegate-ReportsQueue"
+	var ran atomic.Int32
+	r := longRouterFor(&ran, nil)
+	r.OnText("report", func(ctx context.Context, e *bot.Event, _ string) error {
+		ran.Add(1)
+		return e.ReplyText(ctx, "reported")
+	}, bot.Queue("reports"))
+	q := newFakeSQS(5)
+	f := newFixture(t, r, WithQueues(q), WithRouteQueues(map[string]string{"long": longQueueURL, "reports": reportsURL}))
+	msg := chatMessage("r1", "Ualice", 1, "report sales")
+	resp, _ := f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg, chatMessage("d1", "Ualice", 1, "draw")}})
+	if len(resp.BatchItemFailures) != 0 || ran.Load() != 0 {
+		t.Fatalf("failures %v, ran %d on the chat queue", failedIDs(resp), ran.Load())
+	}
+	sent := q.sends()
+	if len(sent) != 2 || aws.ToString(sent[0].QueueUrl) != reportsURL || aws.ToString(sent[1].QueueUrl) != longQueueURL {
+		t.Fatalf("hand-offs %+v, want reports then long", sent)
+	}
+	routed := msg
+	routed.EventSourceARN, routed.ReceiptHandle = reportsARN, "rh-reports"
+	delete(routed.Attributes, "MessageGroupId")
+	resp, _ = f.proc.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{routed}})
+	if last := f.seen[len(f.seen)-1]; len(resp.BatchItemFailures) != 0 || ran.Load() != 1 || !last.Long || last.Outcome != OutcomeOK {
+		t.Fatalf("failures %v, ran %d, result %+v on the reports queue", failedIDs(resp), ran.Load(), last)
+	}
+}
+
+// A worker whose queue table lacks a route queue its bot names does not
+// start: the route would run behind the chat's quick replies.
+func TestRouteQueueMissingFromTheTable(t *testing.T) {
+	r := bot.NewRouter()
+	r.OnText("report", func(context.Context, *bot.Event, string) error { return nil }, bot.Queue("reports"))
+	r.OnText("ask", func(context.Context, *bot.Event, string) error { return nil }, bot.Debounce(time.Second, 0))
+	_, err := New(r, idempotency.NewMemory(), WithRouteQueues(map[string]string{"other": longQueueURL}))
+	if !errors.Is(err, ErrRouteQueue) || !strings.Contains(err.Error(), `"reports"`) || !strings.Contains(err.Error(), `"long"`) {
+		t.Fatalf("err %v, want ErrRouteQueue naming reports and long", err)
+	}
+	if _, err := New(r, idempotency.NewMemory()); err != nil {
+		t.Fatalf("without a table every route runs in place: %v", err)
+	}
+	if _, err := New(r, idempotency.NewMemory(), WithRouteQueues(map[string]string{"long": longQueueURL, "reports": longQueueURL + "2"})); err != nil {
+		t.Fatalf("a table with every queue: %v", err)
+	}
+}
+
 // Long work past the loading animation's minute shows it again every
 // refresh, and stops once the handler has answered, though it still works.
 func TestLongWorkRefreshesLoading(t *testing.T) {
@@ -1121,7 +1171,7 @@ func TestLongWorkRefreshesLoading(t *testing.T) {
 		close(answered)
 		<-finish // more work after the answer
 		return nil
-	}, bot.Long())
+	}, bot.Queue("long"))
 	f := newFixture(t, r, WithQueues(newFakeSQS(5)), WithLongQueue(longQueueURL), WithLoadingRefresh(20*time.Millisecond))
 	long := chatMessage("d1", "Ualice", 1, "draw")
 	long.EventSourceARN = longQueueARN

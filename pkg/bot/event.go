@@ -122,17 +122,55 @@ type Head struct {
 	SourceType     SourceType
 }
 
-// Peek reads an event's type, webhookEventId and source type.
+// Peek reads an event's type, webhookEventId and source type with
+// encoding/json, without the SDK's full decoding: enough to deduplicate it.
 func Peek(raw json.RawMessage) (Head, error) {
-	var r Reader
-	r.readRaw(raw)
-	return r.Head()
+	h, err := readHead(raw)
+	if err != nil {
+		return Head{}, err
+	}
+	return Head{Type: h.Type, WebhookEventID: h.WebhookEventID, SourceType: SourceType(h.Source.Type)}, nil
 }
 
-// Parse decodes a raw LINE event into an Event bound to m (which may be nil).
+// readHead decodes the head of a raw event, which must have a type.
+func readHead(raw json.RawMessage) (head, error) {
+	var h head
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return head{}, fmt.Errorf("%w: %v", ErrEvent, err)
+	}
+	if h.Type == "" {
+		return head{}, fmt.Errorf("%w: no type", ErrEvent)
+	}
+	return h, nil
+}
+
+// Parse decodes a raw LINE event into an Event bound to m (which may be
+// nil): its head with encoding/json, its typed event with the SDK
+// (webhook.UnmarshalEvent; webhook.UnknownEvent for types the SDK does not
+// know). Every error wraps ErrEvent.
 func Parse(raw json.RawMessage, destination string, receivedAt time.Time, m Messenger) (*Event, error) {
-	var r Reader
-	return r.Event(raw, destination, receivedAt, m)
+	h, err := readHead(raw)
+	if err != nil {
+		return nil, err
+	}
+	typed, err := webhook.UnmarshalEvent(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrEvent, h.Type, err)
+	}
+	return &Event{
+		Type:           h.Type,
+		WebhookEventID: h.WebhookEventID,
+		Mode:           h.Mode,
+		Redelivery:     h.DeliveryContext.IsRedelivery,
+		Timestamp:      time.UnixMilli(h.Timestamp),
+		ReceivedAt:     receivedAt,
+		Source:         Source{Type: SourceType(h.Source.Type), UserID: h.Source.UserID, GroupID: h.Source.GroupID, RoomID: h.Source.RoomID},
+		ReplyToken:     h.ReplyToken,
+		Destination:    destination,
+		Typed:          typed,
+		Raw:            raw,
+		messenger:      m,
+	}, nil
 }
 
 // Bind attaches the messenger Reply, Push and ShowLoading use. The worker

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,39 +15,52 @@ func textEvent(t *testing.T, text, mode string) *Event {
 	return mustParse(t, `{"type":"message","mode":"`+mode+`","timestamp":1,"source":{"type":"user","userId":"U1"},"message":{"id":"1","type":"text","text":"`+text+`"}}`, nil)
 }
 
-// Long is a property of the route an event takes: the longest matching
-// text prefix, the event type, or the default.
-func TestLongRoutes(t *testing.T) {
+// A route queue is a property of the route an event takes: the longest
+// matching text prefix, the event type, or the default.
+func TestRouteQueues(t *testing.T) {
 	nop := func(context.Context, *Event, string) error { return nil }
 	r := NewRouter()
 	r.OnText("", nop)
-	r.OnText("draw", nop, Long())
+	r.OnText("draw", nop, Queue("long"))
 	r.OnText("draw quick", nop)
-	r.OnPostback(func(context.Context, *Event, string) error { return nil }, Long())
-	r.Default(func(context.Context, *Event) error { return nil }, Long())
+	r.OnText("report", nop, Queue("reports"))
+	r.OnPostback(func(context.Context, *Event, string) error { return nil }, Queue("long"))
+	r.Default(func(context.Context, *Event) error { return nil }, Queue("long"))
 	postback := mustParse(t, `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"postback":{"data":"x"}}`, nil)
 	follow := mustParse(t, `{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"}}`, nil)
 	tests := []struct {
 		name string
 		ev   *Event
-		want bool
+		want string
 	}{
-		{"text without a long route", textEvent(t, "hello", "active"), false},
-		{"long text route", textEvent(t, "draw a cat", "active"), true},
-		{"a longer quick prefix wins", textEvent(t, "draw quick cat", "active"), false},
-		{"standby is never long: nothing runs", textEvent(t, "draw a cat", "standby"), false},
-		{"long postback route", postback, true},
-		{"long default", follow, true},
+		{"text without a queued route", textEvent(t, "hello", "active"), ""},
+		{"a text route on the long queue", textEvent(t, "draw a cat", "active"), "long"},
+		{"a longer quick prefix wins", textEvent(t, "draw quick cat", "active"), ""},
+		{"a route on a queue of its own", textEvent(t, "report sales", "active"), "reports"},
+		{"standby is never queued: nothing runs", textEvent(t, "draw a cat", "standby"), ""},
+		{"a queued postback route", postback, "long"},
+		{"a queued default", follow, "long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := r.Long(tt.ev); got != tt.want {
-				t.Fatalf("Long = %v, want %v", got, tt.want)
+			if got := r.Queue(tt.ev); got != tt.want {
+				t.Fatalf("Queue = %q, want %q", got, tt.want)
 			}
 		})
 	}
-	if NewRouter().Long(follow) {
-		t.Fatal("an event no route takes is not long")
+	if got := NewRouter().Queue(follow); got != "" {
+		t.Fatalf("an event no route takes is queued on %q", got)
+	}
+	if got := r.Queues(); !slices.Equal(got, []string{"long", "reports"}) {
+		t.Fatalf("Queues = %q, want [long reports]", got)
+	}
+	d := NewRouter()
+	d.OnText("ask", nop, Debounce(time.Second, 0))
+	if got := d.Queues(); !slices.Equal(got, []string{"long"}) {
+		t.Fatalf("a debounced route's Queues = %q, want [long]: flushes wait on it", got)
+	}
+	if got := NewRouter().Queues(); len(got) != 0 {
+		t.Fatalf("an empty router's Queues = %q", got)
 	}
 }
 
@@ -114,7 +128,7 @@ func TestDebouncedRoutes(t *testing.T) {
 	r.OnText("ask now", nop)
 	r.OnText("wait", nop, Debounce(time.Hour, time.Second))
 	r.OnText("off", nop, Debounce(0, time.Minute))
-	r.OnPostback(func(context.Context, *Event, string) error { return nil }, Debounce(time.Second, 0), Long())
+	r.OnPostback(func(context.Context, *Event, string) error { return nil }, Debounce(time.Second, 0), Queue("long"))
 	postback := mustParse(t, `{"type":"postback","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"postback":{"data":"x"}}`, nil)
 	tests := []struct {
 		name            string
@@ -138,7 +152,7 @@ func TestDebouncedRoutes(t *testing.T) {
 			}
 		})
 	}
-	if !r.Long(postback) {
+	if r.Queue(postback) != "long" {
 		t.Fatal("Debounce dropped the route's other options")
 	}
 }

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,20 +21,30 @@ type RouteOption func(*routeOptions)
 
 // routeOptions are what the options of one registration set.
 type routeOptions struct {
-	long            bool
+	queue           string        // Queue; "": where the event is received
 	window, maxWait time.Duration // Debounce; a zero window: not debounced
 }
 
-// Long declares the route's work long (an LLM call, image generation, a
-// slow API): the worker that receives the event shows the loading
-// animation (one-to-one chats), hands the event to the long-work queue and
-// moves on, so the chat's next messages and every other chat's quick
-// replies never wait behind it. The handler then runs on the long-work
-// queue's own capacity, with the event as LINE sent it: Reply answers by
-// reply while the token is fresh and by push (with the retry key) after,
-// and the loading animation is refreshed for work past a minute. Its
-// result is not ordered with the chat's later messages (docs/adr/0002).
-func Long() RouteOption { return func(o *routeOptions) { o.long = true } }
+// longQueue is the route queue every linegate template declares for long
+// work (the LongQueue resource), and the queue debounced routes wait on.
+const longQueue = "long"
+
+// Queue runs the route's handler on the named route queue, for long work
+// (an LLM call, image generation, a slow API): the worker that receives
+// the event shows the loading animation (one-to-one chats), hands the
+// event to that queue and moves on, so the chat's next messages and every
+// other chat's quick replies never wait behind it. The handler then runs on
+// the queue's own capacity (its event source's concurrency), with the
+// event as LINE sent it: Reply answers by reply while the token is fresh
+// and by push (with the retry key) after, and the loading animation is
+// refreshed for work past a minute. Its result is not ordered with the
+// chat's later messages (docs/adr/0002).
+//
+// A name is a queue of the worker's queue table, ROUTE_QUEUES in
+// template.yaml (LongQueue, "long", is declared there); a worker whose bot
+// names a queue the table lacks fails at start with the name. Queue("")
+// runs the route where its event is received.
+func Queue(name string) RouteOption { return func(o *routeOptions) { o.queue = name } }
 
 // maxDebounce is the longest debounce window and wait: SQS delays a
 // message at most 15 minutes, and the worker waits for a burst's end with
@@ -51,7 +62,7 @@ const maxDebounce = 15 * time.Minute
 //
 // The window is conversational time, measured on the clock (never
 // compressed by `linegate local --time-scale`). A debounced handler runs
-// on the long-work queue, as a Long one does (docs/adr/0005): its answer
+// on the long-work queue ("long"), as a route with Queue does (docs/adr/0009-debounce.md): its answer
 // is not ordered with the chat's later messages of other routes, which are
 // answered while the burst waits. Without a long-work queue (a worker
 // built without one) every event runs on its own. A window of 0 or less
@@ -91,6 +102,17 @@ type Router struct {
 	text     []textRoute
 	fallback route
 	mw       []Middleware
+	delegate func() *Router // botbridge.Delegate: the router to route by instead
+}
+
+// current is the router r routes by: the delegate's when it has one.
+func (r *Router) current() *Router {
+	if r.delegate != nil {
+		if d := r.delegate(); d != nil {
+			return d
+		}
+	}
+	return r
 }
 
 type textRoute struct {
@@ -163,6 +185,7 @@ func (r *Router) Dispatch(ctx context.Context, e *Event) error {
 	if e.Standby() {
 		return nil
 	}
+	r = r.current()
 	h := r.route(e).h
 	if h == nil {
 		return nil
@@ -173,15 +196,43 @@ func (r *Router) Dispatch(ctx context.Context, e *Event) error {
 	return h(ctx, e)
 }
 
-// Long reports whether e's route was registered with Long: the worker then
-// hands the event to the long-work queue instead of dispatching it. An event
-// in standby, or one no route takes, is never long.
-func (r *Router) Long(e *Event) bool {
+// Queue reports the route queue of e's route, registered with Queue: the
+// worker then hands the event to that queue instead of dispatching it. It
+// reports "" for an event whose route runs where it is received, in
+// standby, or that no route takes.
+func (r *Router) Queue(e *Event) string {
 	if e.Standby() {
-		return false
+		return ""
 	}
-	rt := r.route(e)
-	return rt.h != nil && rt.long
+	rt := r.current().route(e)
+	if rt.h == nil {
+		return ""
+	}
+	return rt.queue
+}
+
+// Queues lists the route queues the router's routes name (Queue), and
+// "long" when a route is debounced, sorted: the worker checks at start
+// that its queue table has each.
+func (r *Router) Queues() []string {
+	var out []string
+	add := func(o routeOptions) {
+		if o.queue != "" {
+			out = append(out, o.queue)
+		}
+		if o.window > 0 {
+			out = append(out, longQueue)
+		}
+	}
+	for _, rt := range r.byType {
+		add(rt.routeOptions)
+	}
+	for _, tr := range r.text {
+		add(tr.routeOptions)
+	}
+	add(r.fallback.routeOptions)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Debounced reports the debounce of e's route, registered with Debounce:
@@ -192,7 +243,7 @@ func (r *Router) Debounced(e *Event) (route string, window, maxWait time.Duratio
 	if e.Standby() {
 		return "", 0, 0
 	}
-	rt := r.route(e)
+	rt := r.current().route(e)
 	if rt.h == nil || rt.window <= 0 {
 		return "", 0, 0
 	}

@@ -10,6 +10,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -74,7 +77,7 @@ type Deps struct {
 // router.
 func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c compose.Common) (*worker.Processor, error) {
 	if router == nil {
-		return nil, fmt.Errorf("worker: no bot: pass your router (see README 'Writing a handler')")
+		return nil, fmt.Errorf("worker: no bot: pass your router to worker.Start (docs/handlers.md)")
 	}
 	c = c.WithDefaults()
 	tokens, secretVals, err := linetoken.FromConfig(ctx, cfg.Auth, c.SSM, c.HTTPClient, nil)
@@ -114,7 +117,7 @@ func New(ctx context.Context, cfg config.Worker, router *bot.Router, d Deps, c c
 		opts = append(opts, worker.WithCrashReports(d.Ops, cfg.OpsTopicARN))
 	}
 	if d.Queues != nil {
-		opts = append(opts, worker.WithQueues(d.Queues), worker.WithLongQueue(cfg.LongQueueURL))
+		opts = append(opts, worker.WithQueues(d.Queues), worker.WithRouteQueues(cfg.RouteQueues))
 	}
 	if d.Observer != nil {
 		opts = append(opts, worker.WithObserver(d.Observer))
@@ -156,4 +159,22 @@ func newChatOps(ctx context.Context, cfg config.Worker, d Deps, c compose.Common
 		}
 	}
 	return chatops.New(oc)
+}
+
+// InLambda builds the worker as functions/worker runs it in AWS: the
+// idempotency table in DynamoDB, crash reports to the ops topic, its own
+// queues, and the ChatOps silencer on CloudWatch alarms and EventBridge
+// Scheduler, each client from env's AWS configuration.
+func InLambda(ctx context.Context, cfg config.Worker, router *bot.Router, env compose.Env) (*worker.Processor, error) {
+	return New(ctx, cfg, router, Deps{
+		Store:  idempotency.NewDynamoDB(dynamodb.NewFromConfig(env.AWS), cfg.IdempotencyTable),
+		Ops:    sns.NewFromConfig(env.AWS),
+		Queues: sqs.NewFromConfig(env.AWS),
+		Silencer: chatops.CloudWatchSilencer{
+			Alarms: cloudwatch.NewFromConfig(env.AWS), Schedules: scheduler.NewFromConfig(env.AWS),
+			RoleARN: cfg.ChatOps.SilenceRoleARN, Prefix: cfg.ChatOps.SchedulePrefix,
+		},
+		Function: env.Function,
+		Region:   env.AWS.Region,
+	}, env.Common)
 }
