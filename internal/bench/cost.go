@@ -86,7 +86,7 @@ const (
 	// (TestFunctionLogBytesInLambda measures the real binaries under
 	// Lambda's Runtime API; TestFunctionLogBytes checks linegate local
 	// writes about as much).
-	FunctionLogBytes = 846
+	FunctionLogBytes = 775
 	// platformLogBytes is Lambda's START, END and REPORT lines of one
 	// invocation in JSON format (SystemLogLevel INFO).
 	platformLogBytes = 700
@@ -106,8 +106,8 @@ const (
 // model's AWS and LINE round trips. A memory size not measured is an error,
 // not a guess.
 var billedSeconds = map[string]map[int]float64{
-	"WebhookFunction": {128: 0.030, 256: 0.023, 512: 0.023},
-	"WorkerFunction":  {128: 0.067, 256: 0.057, 512: 0.054},
+	"WebhookFunction": {128: 0.026, 256: 0.023, 512: 0.023},
+	"WorkerFunction":  {128: 0.055, 256: 0.051, 512: 0.051},
 }
 
 // CostInputs are what the table needs beyond the template's topology.

@@ -52,12 +52,14 @@ func trace(start StartSpan, traceID func(ctx context.Context) string) middleware
 	}
 }
 
-// account settles the record's outcome and reports it: its duration, the
-// counters (RecordsProcessed, DuplicatesSkipped, StaleEditsSkipped,
-// RecordsDebounced, RecordsFailed, RecordsDeadLettered, RecordsForwarded,
-// HandlerPanics), the end-to-end
-// latency of a handled event, one log line (never the event's content; its
-// chat only hashed, as "lane"), and the observer. When the record is its
+// account settles the record's outcome and reports it: the counters
+// (RecordsProcessed, DuplicatesSkipped, StaleEditsSkipped, RecordsDebounced,
+// RecordsFailed, RecordsDeadLettered, RecordsForwarded, HandlerPanics), the
+// end-to-end latency of a handled event, one log line with its duration
+// (durationMs; never the event's content; its chat only hashed, as "lane"),
+// and the observer. The record's duration is no metric of its own: at a
+// chat's pace, one record per invocation, it is Lambda's free Duration, and
+// each record's line has it for Logs Insights (docs/metrics.md). When the record is its
 // invocation's only one and m can fold (metricsFolder), the line also
 // carries everything the invocation recorded, as one EMF document: one line
 // per record instead of a log line and a metrics line (docs/cost.md).
@@ -104,7 +106,6 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 			if res.Panicked {
 				m.Count("HandlerPanics", 1)
 			}
-			m.Duration("RecordDuration", res.Duration)
 			level, msg := slog.LevelInfo, "record processed"
 			switch res.Outcome {
 			case OutcomeFailed:

@@ -228,7 +228,7 @@ func WithClock(now func() time.Time) Option { return func(p *Processor) { p.now 
 func WithLogger(l *slog.Logger) Option { return func(p *Processor) { p.log = l } }
 
 // WithMetrics records RecordsProcessed, RecordsFailed, DuplicatesSkipped,
-// HandlerPanics, RecordDuration and EndToEndLatency.
+// HandlerPanics and EndToEndLatency, among others (docs/metrics.md).
 func WithMetrics(r telemetry.Recorder) Option { return func(p *Processor) { p.metrics = r } }
 
 // WithObserver is called once per record with its result.
