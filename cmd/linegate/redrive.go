@@ -74,7 +74,11 @@ func redriveCommand(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "redrive %s: %s, %d message(s) moved back to their source queue in %s\n", url, res.Status, res.Moved, res.Duration.Round(time.Millisecond))
+		where := "back to their source queue"
+		if *to != "" {
+			where = "to " + *to
+		}
+		fmt.Fprintf(stdout, "redrive %s: %s, %d message(s) moved %s in %s\n", url, res.Status, res.Moved, where, res.Duration.Round(time.Millisecond))
 		return nil
 	}
 }

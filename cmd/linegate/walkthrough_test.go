@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linegate/linegate/internal/app"
+	"github.com/linegate/linegate/internal/config"
 	"github.com/linegate/linegate/internal/local"
+	"github.com/linegate/linegate/pkg/bot"
 )
 
 // terminalBlock is the shell block of docs/local.md's "The same from a
@@ -94,7 +98,14 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 // what its comment promises is checked. A line without a check here fails
 // the test, so the block and this test change together.
 func TestLocalDocsTerminalWalkthrough(t *testing.T) {
-	rt := startLocal(t)
+	// The walkthrough is the example bot's, as `make local` runs it.
+	rt, err := local.Start(context.Background(), local.Config{Template: "../../template.yaml", Addr: "127.0.0.1:0", TimeScale: 300,
+		Getenv: func(string) string { return "" },
+		Bot:    func(cfg config.Worker) *bot.Router { return app.NewWith(app.Config{Probes: cfg.Probes}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
 	get := func(path string) string {
 		resp, err := http.Get(rt.URL() + path)
 		if err != nil {
@@ -142,7 +153,7 @@ func TestLocalDocsTerminalWalkthrough(t *testing.T) {
 	var lastOut string
 	// checks holds, by the command as the docs write it, what its comment says.
 	checks := map[string]func(t *testing.T){
-		"go run ./cmd/linegate send --text hello": func(t *testing.T) {
+		"go tool linegate send --text hello": func(t *testing.T) {
 			if !strings.HasPrefix(lastOut, "200 OK in ") {
 				t.Errorf("send printed %q, want 200 OK in …", lastOut)
 			}
@@ -158,24 +169,24 @@ func TestLocalDocsTerminalWalkthrough(t *testing.T) {
 				t.Errorf("/_local/line/messages = %s (%v); want the reply of hello to %s first", lastOut, err, user)
 			}
 		},
-		`go run ./cmd/linegate send --text "slow report"`: func(t *testing.T) {
+		`go tool linegate send --text "slow report"`: func(t *testing.T) {
 			waitUntil(t, wait, "the long work's answer", messageSays(user, "", "Done with report after 5s."))
 			if loading := get("/_local/line/loading"); !strings.Contains(loading, user) {
 				t.Errorf("/_local/line/loading = %s; want the animation shown to %s", loading, user)
 			}
 		},
-		"go run ./cmd/linegate send --text probe:panic": func(t *testing.T) {
+		"go tool linegate send --text probe:panic": func(t *testing.T) {
 			waitUntil(t, wait, "the operator's crash card", messageSays(local.DefaultOperator, "push", "CRASH"))
 		},
-		"go run ./cmd/linegate send --text probe:fail": func(t *testing.T) {
+		"go tool linegate send --text probe:fail": func(t *testing.T) {
 			waitUntil(t, wait, "the alarm card of the interactive DLQ", messageSays(local.DefaultOperator, "push", "linegate-interactive-dlq"))
 		},
-		"go run ./cmd/linegate send --text probe:permanent": func(t *testing.T) {},
+		"go tool linegate send --text probe:permanent": func(t *testing.T) {},
 		"curl -s localhost:3000/_local/queues": func(t *testing.T) {
 			waitUntil(t, wait, `linegate-InteractiveDLQ.fifo "visible": 3`, func() (bool, string) { n, raw := dlqVisible(); return n == 3, raw })
 		},
-		"go run ./cmd/linegate redrive --queue linegate-InteractiveDLQ.fifo --endpoint-url http://127.0.0.1:3000": func(t *testing.T) {
-			if !strings.Contains(lastOut, "COMPLETED, 3 message(s) moved back to their source queue") {
+		"go tool linegate redrive --queue linegate-InteractiveDLQ.fifo --to linegate-InteractiveQueue.fifo --endpoint-url http://127.0.0.1:3000": func(t *testing.T) {
+			if !strings.Contains(lastOut, "COMPLETED, 3 message(s) moved to linegate-InteractiveQueue.fifo") {
 				t.Errorf("redrive printed %q; want the 3 messages moved back", lastOut)
 			}
 			// Back in the queue they serve, they fail again (probes) and
@@ -195,7 +206,7 @@ func TestLocalDocsTerminalWalkthrough(t *testing.T) {
 			t.Fatalf("docs/local.md runs %q, which this test does not check: add what its comment says", cmd)
 		}
 		switch words := shellWords(cmd); {
-		case len(words) > 3 && words[0] == "go" && words[1] == "run" && words[2] == "./cmd/linegate":
+		case len(words) > 3 && words[0] == "go" && words[1] == "tool" && words[2] == "linegate":
 			args := words[3:]
 			for i, a := range args {
 				if a == "http://127.0.0.1:3000" {
