@@ -70,10 +70,10 @@ func TestMetricsAreDocumentedAndCharted(t *testing.T) {
 func TestMetricParserFindsKnownCalls(t *testing.T) {
 	metrics := emittedMetrics(t)
 	for name, unit := range map[string]string{
-		"AckLatency":       "Milliseconds", // ingress, a constant
-		"RecordsFailed":    "Count",        // worker, a string literal
-		"LinePushesSent":   "Count",        // lineapi, a constant used from another file
-		"AlertPushLatency": "Milliseconds", // alert
+		"SignaturesRejected": "Count",        // ingress, a constant
+		"RecordsFailed":      "Count",        // worker, a string literal
+		"LinePushesSent":     "Count",        // lineapi, a constant used from another file
+		"AlertPushLatency":   "Milliseconds", // alert
 	} {
 		if m, ok := metrics[name]; !ok || m.unit != unit {
 			t.Errorf("parser found %s = %+v, want unit %s; found %d metrics", name, m, unit, len(metrics))

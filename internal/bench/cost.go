@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/linegate/linegate/internal/template"
 )
@@ -30,9 +33,10 @@ import (
 //     (https://aws.amazon.com/sqs/pricing/)
 //   - DynamoDB on-demand: $0.625 per million write request units
 //     (https://aws.amazon.com/dynamodb/pricing/on-demand/)
-//   - CloudWatch: logs $0.50 per GB ingested, $0.10 per standard alarm,
-//     $0.30 per custom metric, $3 per dashboard beyond three
-//     (https://aws.amazon.com/cloudwatch/pricing/)
+//   - CloudWatch: logs $0.50 per GB ingested (Standard class; Lambda's
+//     logs at this volume too), $0.25 in the Infrequent Access class,
+//     $0.10 per standard alarm, $0.30 per custom metric, $3 per dashboard
+//     beyond three (https://aws.amazon.com/cloudwatch/pricing/)
 //   - X-Ray: $5.00 per million traces recorded (https://aws.amazon.com/xray/pricing/)
 //   - Secrets Manager: $0.40 per secret per month (https://aws.amazon.com/secrets-manager/pricing/)
 type Cost struct {
@@ -62,23 +66,27 @@ const (
 	priceDynamoWRU   = 0.625
 	// writesPerEvent is what the worker writes to the idempotency table for
 	// an event it answers (internal/worker: idempotent, the reply ledger).
-	writesPerEvent    = 3
-	priceLogsGB       = 0.50
-	priceAlarm        = 0.10
-	priceMetric       = 0.30
-	priceDashboard    = 3.00
-	priceXRayTrace    = 5.00
-	priceSecret       = 0.40
-	minutesPerMonth   = 43200
-	secondsPerMonth   = 2_592_000
-	webhookBilledS    = 0.025 // the webhook's billed duration: the bus and the chat queue called at once (docs/benchmarks.md)
-	workerBilledS     = 0.060 // the worker's per record at a chat's pace, one record per invocation, the handler's own work excluded
-	archiveEventBytes = 1500  // one event's envelope as the archive stores it
-	// FunctionLogBytes is what the webhook and the worker log per event at
-	// LOG_LEVEL INFO: the worker's "record processed" line and both
-	// functions' EMF metrics (measured with linegate local;
-	// TestFunctionLogBytes keeps it honest).
-	FunctionLogBytes = 1354
+	writesPerEvent  = 3
+	priceLogsGB     = 0.50
+	priceLogsIAGB   = 0.25
+	priceAlarm      = 0.10
+	priceMetric     = 0.30
+	priceDashboard  = 3.00
+	priceXRayTrace  = 5.00
+	priceSecret     = 0.40
+	minutesPerMonth = 43200
+	secondsPerMonth = 2_592_000
+	// ArchiveEventBytes is one chat's text message as the bus archives it
+	// (TestArchiveEventBytes measures it).
+	ArchiveEventBytes = 840
+	// FunctionLogBytes is what the deployed webhook and worker write to
+	// CloudWatch Logs for one event at LOG_LEVEL INFO: nothing from the
+	// webhook for a request it accepts, and the worker's one line per
+	// record, which carries the invocation's EMF metrics
+	// (TestFunctionLogBytesInLambda measures the real binaries under
+	// Lambda's Runtime API; TestFunctionLogBytes checks linegate local
+	// writes about as much).
+	FunctionLogBytes = 775
 	// platformLogBytes is Lambda's START, END and REPORT lines of one
 	// invocation in JSON format (SystemLogLevel INFO).
 	platformLogBytes = 700
@@ -90,6 +98,27 @@ const (
 	// each a 20 s long poll.
 	idlePollers = 5
 )
+
+// billedSeconds is each function's billed duration of one invocation (one
+// event; for the worker one record, the handler's own work aside) at a
+// memory size, measured by BenchmarkBilledDuration (docs/cost.md): the real
+// binaries with Lambda's CPU share of the memory size and the capacity
+// model's AWS and LINE round trips. A memory size not measured is an error,
+// not a guess.
+var billedSeconds = map[string]map[int]float64{
+	"WebhookFunction": {128: 0.026, 256: 0.023, 512: 0.023},
+	"WorkerFunction":  {128: 0.055, 256: 0.051, 512: 0.051},
+}
+
+// CostInputs are what the table needs beyond the template's topology.
+type CostInputs struct {
+	// CustomMetrics is the metric/function combinations the functions
+	// publish (the dashboard charts each).
+	CustomMetrics int
+	// AccessLogClass is the access log group's class, STANDARD (or "") or
+	// INFREQUENT_ACCESS.
+	AccessLogClass string
+}
 
 // contextValue is the typical length of an access log variable's value.
 var contextValue = map[string]int{
@@ -115,9 +144,8 @@ func accessLogBytes(format string) int {
 	return len(rest) + n + 1 // the line's newline
 }
 
-// ComputeCost computes the table for a template loaded with its defaults
-// whose functions publish customMetrics metric/dimension combinations.
-func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
+// ComputeCost computes the table for a template loaded with its defaults.
+func ComputeCost(top *template.Topology, in CostInputs) (Cost, error) {
 	var c Cost
 	add := func(item, arith string, usd float64) {
 		c.Rows = append(c.Rows, CostRow{item, arith, usd})
@@ -143,13 +171,19 @@ func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
 	default:
 		add("API Gateway REST API", fmt.Sprintf("1 M requests × $%.2f/M", priceRESTAPI), priceRESTAPI)
 	}
-	lambda := func(name string, f template.Function, billed float64, what string) {
+	for _, f := range []template.Function{webhook, worker} {
+		if _, ok := billedSeconds[f.LogicalID][f.MemorySize]; !ok {
+			return c, fmt.Errorf("cost: %s at %d MB: no billed duration measured at that memory size (BenchmarkBilledDuration, docs/cost.md)", f.LogicalID, f.MemorySize)
+		}
+	}
+	lambda := func(name string, f template.Function, what string) {
+		billed := billedSeconds[f.LogicalID][f.MemorySize]
 		gb := float64(f.MemorySize) / 1024
 		usd := priceLambdaReq + 1e6*gb*billed*priceLambdaGBs
 		add(fmt.Sprintf("%s Lambda (arm64, %d MB, ~%.0f ms billed%s)", name, f.MemorySize, billed*1000, what),
-			fmt.Sprintf("1 M × $%.2f/M + 1 M × %.2f GB × %.3f s × $%.10f/GB-s", priceLambdaReq, gb, billed, priceLambdaGBs), usd)
+			fmt.Sprintf("1 M × $%.2f/M + 1 M × %.3f GB × %.3f s × $%.10f/GB-s", priceLambdaReq, gb, billed, priceLambdaGBs), usd)
 	}
-	lambda("Webhook", webhook, webhookBilledS, ": the bus and the chat queue called at once")
+	lambda("Webhook", webhook, ": the bus and the chat queue called at once")
 	add("EventBridge custom events (every event, for the archive and your rules)", fmt.Sprintf("1 M × $%.2f/M", priceEvents), priceEvents)
 	retention := 0
 	for _, b := range top.Buses {
@@ -158,14 +192,14 @@ func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
 		}
 	}
 	if retention > 0 {
-		gb := archiveEventBytes / 1e3
+		gb := ArchiveEventBytes / 1e3
 		stored := gb * float64(retention) / 30
 		add(fmt.Sprintf("EventBridge archive (%d days)", retention),
-			fmt.Sprintf("~%.1f KB/event → %.1f GB × $%.2f/GB + %.2f GB-mo × $%.3f", gb, gb, priceArchiveGB, stored, priceStorageGBMo),
+			fmt.Sprintf("%d B/event → %.2f GB × $%.2f/GB + %.2f GB-mo × $%.3f", ArchiveEventBytes, gb, priceArchiveGB, stored, priceStorageGBMo),
 			gb*priceArchiveGB+stored*priceStorageGBMo)
 	}
 	add("SQS FIFO chat queue", fmt.Sprintf("send + receive + delete = 3 requests per event (no batching window: latency first) → 3 M × $%.2f/M", priceSQSFIFO), 3*priceSQSFIFO)
-	lambda("Worker", worker, workerBilledS, " per record, one record per invocation at a chat's pace")
+	lambda("Worker", worker, " per record, one record per invocation at a chat's pace")
 	// A replied event writes its claim, its reply's attempt (recorded before
 	// the reply, so a retry never pushes an answer that may have landed) and
 	// its completion.
@@ -177,22 +211,28 @@ func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
 	}
 	add("DynamoDB on-demand", ddb, writesPerEvent*priceDynamoWRU)
 
-	logBytes := FunctionLogBytes
-	parts := []string{fmt.Sprintf("%d B of the functions' JSON and EMF", FunctionLogBytes)}
+	// Per million events a byte per event is a kilobyte of GB: bytes/1e3 GB.
+	fnBytes := FunctionLogBytes
+	parts := []string{fmt.Sprintf("%d B of the functions' JSON lines (EMF in them)", FunctionLogBytes)}
 	if top.Parameters["LogLevel"] == "DEBUG" {
 		parts = append(parts, "+ DEBUG lines (not counted)")
 	}
-	if accessLogFormat != "" {
-		n := accessLogBytes(accessLogFormat)
-		logBytes += n
-		parts = append(parts, fmt.Sprintf("+ %d B access log", n))
-	}
 	if lvl := top.Parameters["PlatformLogLevel"]; lvl == "INFO" || lvl == "DEBUG" {
-		logBytes += 2 * platformLogBytes
+		fnBytes += 2 * platformLogBytes
 		parts = append(parts, fmt.Sprintf("+ 2 × %d B of Lambda's START/END/REPORT", platformLogBytes))
 	}
-	add("CloudWatch Logs", fmt.Sprintf("%s = %.2f KB per event → %.2f GB × $%.2f/GB", strings.Join(parts, " "), float64(logBytes)/1e3, float64(logBytes)/1e3, priceLogsGB),
-		float64(logBytes)/1e3*priceLogsGB)
+	arith := fmt.Sprintf("%s → %.3f GB × $%.2f/GB", strings.Join(parts, " "), float64(fnBytes)/1e3, priceLogsGB)
+	usd := float64(fnBytes) / 1e3 * priceLogsGB
+	if accessLogFormat != "" {
+		n := accessLogBytes(accessLogFormat)
+		price, class := priceLogsGB, "Standard"
+		if in.AccessLogClass == "INFREQUENT_ACCESS" {
+			price, class = priceLogsIAGB, "Infrequent Access"
+		}
+		arith += fmt.Sprintf("; %d B of access log → %.3f GB × $%.2f/GB (%s)", n, float64(n)/1e3, price, class)
+		usd += float64(n) / 1e3 * price
+	}
+	add("CloudWatch Logs", arith, usd)
 
 	traced := 0
 	for _, f := range []template.Function{webhook, worker} {
@@ -207,7 +247,7 @@ func ComputeCost(top *template.Topology, customMetrics int) (Cost, error) {
 	}
 
 	fixed(fmt.Sprintf("%d alarms", len(top.Alarms)), fmt.Sprintf("%d × $%.2f", len(top.Alarms), priceAlarm), float64(len(top.Alarms))*priceAlarm)
-	fixed("custom metrics", fmt.Sprintf("%d metric/function combinations (docs/metrics.md; the dashboard charts each) × $%.2f", customMetrics, priceMetric), float64(customMetrics)*priceMetric)
+	fixed("custom metrics", fmt.Sprintf("%d metric/function combinations (docs/metrics.md; the dashboard charts each) × $%.2f", in.CustomMetrics, priceMetric), float64(in.CustomMetrics)*priceMetric)
 	if api.DetailedMetrics {
 		fixed("detailed API metrics (ApiDetailedMetrics)", fmt.Sprintf("7 metrics per route × $%.2f", priceMetric), 7*priceMetric)
 	}
@@ -259,7 +299,81 @@ func CostFromTemplate(path string) (Cost, error) {
 	for _, m := range dashboardMetric.FindAllStringSubmatch(string(raw), -1) {
 		pairs[m[1]+" "+m[2]] = true
 	}
-	return ComputeCost(top, len(pairs))
+	class, err := accessLogClass(raw)
+	if err != nil {
+		return Cost{}, fmt.Errorf("cost: %s: %w", path, err)
+	}
+	return ComputeCost(top, CostInputs{CustomMetrics: len(pairs), AccessLogClass: class})
+}
+
+// accessLogClass is the LogGroupClass of the log group the template's API
+// writes its access log to ("" when it has no access log or the group sets
+// no class, which is Standard). The group is the one the API's
+// AccessLogSettings.DestinationArn names with !GetAtt <LogGroup>.Arn; a
+// class given as !Ref takes the parameter's default.
+func accessLogClass(raw []byte) (string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return "", err
+	}
+	if len(doc.Content) == 0 {
+		return "", errors.New("empty template")
+	}
+	root := doc.Content[0]
+	resources := mapValue(root, "Resources")
+	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
+		r := resources.Content[i+1]
+		switch scalar(mapValue(r, "Type")) {
+		case "AWS::Serverless::HttpApi", "AWS::Serverless::Api":
+		default:
+			continue
+		}
+		props := mapValue(r, "Properties")
+		settings := mapValue(props, "AccessLogSettings")
+		if settings == nil {
+			settings = mapValue(props, "AccessLogSetting")
+		}
+		dest := mapValue(settings, "DestinationArn")
+		if dest == nil {
+			return "", nil
+		}
+		group, ok := strings.CutSuffix(dest.Value, ".Arn")
+		if dest.Tag != "!GetAtt" || !ok {
+			return "", fmt.Errorf("%s: the access log's DestinationArn is not !GetAtt <LogGroup>.Arn", resources.Content[i].Value)
+		}
+		g := mapValue(resources, group)
+		if scalar(mapValue(g, "Type")) != "AWS::Logs::LogGroup" {
+			return "", fmt.Errorf("%s: the access log goes to %s, which is no AWS::Logs::LogGroup of the template", resources.Content[i].Value, group)
+		}
+		class := mapValue(mapValue(g, "Properties"), "LogGroupClass")
+		if class != nil && class.Tag == "!Ref" {
+			class = mapValue(mapValue(mapValue(root, "Parameters"), class.Value), "Default")
+		}
+		return scalar(class), nil
+	}
+	return "", nil
+}
+
+// mapValue is the value of key in mapping n (nil when n is no mapping or has
+// no such key).
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// scalar is n's value, "" for nil.
+func scalar(n *yaml.Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.Value
 }
 
 // WriteMarkdown writes the table as docs/cost.md shows it.

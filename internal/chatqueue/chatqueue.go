@@ -50,16 +50,16 @@ var ErrNotQueued = errors.New("chatqueue: not every event was queued")
 
 // Metric names the sender records through WithMetrics (docs/metrics.md
 // lists every metric of every function).
+//
+// A Send the queue took whole on the first try records nothing: SQS's own
+// NumberOfMessagesSent counts the messages, and the X-Ray trace of a sampled
+// request times the call (docs/cost.md).
 const (
-	// MetricEventsQueued counts messages the chat queue accepted.
-	MetricEventsQueued = "EventsQueued"
 	// MetricQueueRetries counts messages sent again after a retryable
 	// failure, once per message and retry.
 	MetricQueueRetries = "QueueRetries"
 	// MetricQueueFailures counts messages that did not reach the queue.
 	MetricQueueFailures = "QueueFailures"
-	// MetricQueueLatency is the time one Send took, retries included.
-	MetricQueueLatency = "QueueLatency"
 )
 
 // Message is one chat event for the queue.
@@ -114,8 +114,7 @@ type Config struct {
 	// Log gets one line per message that was not queued (default
 	// slog.Default()).
 	Log *slog.Logger
-	// Metrics records EventsQueued, QueueRetries, QueueFailures and
-	// QueueLatency (default discarded).
+	// Metrics records QueueRetries and QueueFailures (default discarded).
 	Metrics telemetry.Recorder
 	// Sleep waits between retries (default backoff.Sleep; tests).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -159,7 +158,6 @@ func (s *Sender) Send(ctx context.Context, msgs []Message) (Result, error) {
 	if len(msgs) == 0 {
 		return res, nil
 	}
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.Deadline)
 	defer cancel()
 	for _, batch := range batches(msgs) {
@@ -177,7 +175,7 @@ func (s *Sender) Send(ctx context.Context, msgs []Message) (Result, error) {
 		break
 	}
 	res.Queued = len(msgs) - len(res.Failed)
-	s.account(ctx, res, time.Since(start))
+	s.account(ctx, res)
 	if len(res.Failed) > 0 {
 		first := res.Failed[0]
 		return res, fmt.Errorf("%w: %d of %d events (%s: %s)", ErrNotQueued, len(res.Failed), len(msgs), first.Code, first.Message)
@@ -187,15 +185,13 @@ func (s *Sender) Send(ctx context.Context, msgs []Message) (Result, error) {
 
 // account records a Send's metrics and logs each message that was not
 // queued, with its webhookEventId.
-func (s *Sender) account(ctx context.Context, res Result, took time.Duration) {
+func (s *Sender) account(ctx context.Context, res Result) {
 	for _, f := range res.Failed {
 		s.Log.ErrorContext(ctx, "event not queued", "webhookEventId", f.EventID, "code", f.Code, "reason", f.Message)
 	}
-	s.Metrics.Count(MetricEventsQueued, float64(res.Queued))
 	if len(res.Failed) > 0 {
 		s.Metrics.Count(MetricQueueFailures, float64(len(res.Failed)))
 	}
-	s.Metrics.Duration(MetricQueueLatency, took)
 }
 
 // laterThan lists the indexes after the batch's last one.

@@ -187,7 +187,10 @@ func TestSendKeepsOrder(t *testing.T) {
 			if res.Retried != tt.wantRetry || int(m.Total(MetricQueueRetries)) != tt.wantRetry {
 				t.Fatalf("retried %d (metric %v), want %d", res.Retried, m.Total(MetricQueueRetries), tt.wantRetry)
 			}
-			if int(m.Total(MetricEventsQueued)) != res.Queued || int(m.Total(MetricQueueFailures)) != len(res.Failed) || m.Observations(MetricQueueLatency) != 1 {
+			// What goes wrong is counted; a send the queue took whole on
+			// the first try records nothing (SQS's NumberOfMessagesSent
+			// counts it).
+			if int(m.Total(MetricQueueFailures)) != len(res.Failed) || (len(res.Failed) == 0 && tt.wantRetry == 0 && len(m.Counts()) != 0) {
 				t.Fatalf("metrics %v", m.Counts())
 			}
 		})

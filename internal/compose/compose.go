@@ -81,8 +81,12 @@ type Observability struct {
 // NewObservability builds a function's observability: logs through log,
 // EMF metrics written to metricsOut under namespace with the Function
 // dimension, and a traced HTTP client over the process's keep-alive pool.
+// While the logs are JSON (telemetry.FoldingLogs), a record's log line may
+// carry its invocation's metrics (telemetry.Metrics.Fold): log must then
+// write JSON to the stream CloudWatch reads metricsOut from, as Lambda's
+// stdout and linegate local's log output are.
 func NewObservability(log *slog.Logger, metricsOut io.Writer, namespace, function string) Observability {
-	m := telemetry.NewMetrics(metricsOut, namespace)
+	m := telemetry.NewMetrics(metricsOut, namespace, telemetry.WithFolding(telemetry.FoldingLogs()))
 	if function != "" {
 		m.SetDimension("Function", function)
 	}

@@ -19,8 +19,9 @@ const (
 
 // LogRing is an io.Writer that keeps the newest JSON log lines the local
 // functions write (slog's JSON, one object per line), for the console's
-// Logs pane. EMF metric lines (with an "_aws" member) are left out: they
-// are metrics, not events. The logs never hold a secret, a token or a
+// Logs pane. EMF metric lines (an "_aws" member and no log message) are left
+// out: they are metrics, not events. A record's log line that carries its
+// invocation's metrics (the worker folds them into it) is a log line. The logs never hold a secret, a token or a
 // message text (internal/local's log-scan test), so neither does the ring.
 type LogRing struct {
 	onChange func(topics ...string)
@@ -73,8 +74,16 @@ func (l *LogRing) Write(p []byte) (int, error) {
 
 func (l *LogRing) keepLocked(line []byte) bool {
 	line = bytes.TrimSpace(line)
-	if len(line) < 2 || len(line) > maxLogLine || line[0] != '{' || bytes.Contains(line, []byte(`"_aws"`)) || !json.Valid(line) {
+	if len(line) < 2 || len(line) > maxLogLine || line[0] != '{' || !json.Valid(line) {
 		return false
+	}
+	if bytes.Contains(line, []byte(`"_aws"`)) {
+		var head struct {
+			Message *string `json:"message"`
+		}
+		if json.Unmarshal(line, &head) != nil || head.Message == nil {
+			return false // metrics only
+		}
 	}
 	l.lines.Push(slices.Clone(line))
 	return true

@@ -147,7 +147,7 @@ func TestLogRing(t *testing.T) {
 	lines := `{"level":"INFO","message":"a","webhookEventId":"E1"}
 {"_aws":{"CloudWatchMetrics":[]},"RecordsProcessed":1}
 not json
-{"level":"INFO","message":"b","webhookEventId":"E2"}
+{"level":"INFO","message":"b","webhookEventId":"E2","RecordsProcessed":1,"_aws":{"CloudWatchMetrics":[]}}
 {"level":"WARN","message":"c mentions E1","webhookEventId":"E3"}
 `
 	// Written in pieces that cut lines anywhere.
@@ -156,7 +156,7 @@ not json
 	}
 	all := l.Lines("", 0)
 	if len(all) != 3 || !strings.Contains(string(all[0]), `"a"`) {
-		t.Fatalf("kept %s, want the 3 log lines without EMF or text", all)
+		t.Fatalf("kept %s, want the 3 log lines (b carries its metrics) without the EMF-only line or text", all)
 	}
 	if e1 := l.Lines("E1", 0); len(e1) != 1 || !strings.Contains(string(e1[0]), `"a"`) {
 		t.Fatalf("E1's lines: %s (a line that only mentions E1 is another event's)", e1)

@@ -54,18 +54,17 @@ func noSDKRetries(o *eventbridge.Options) { o.Retryer = aws.NopRetryer{} }
 var ErrNotAccepted = errors.New("eventbus: not every event was accepted")
 
 // Metric names the publisher records through WithMetrics (docs/metrics.md
-// lists every metric of every function).
+// lists every metric of every function). A publication the bus took whole
+// on the first try records nothing: the webhook's answer and API Gateway's
+// metrics say it, and the X-Ray trace of a sampled request times the call
+// (docs/cost.md).
 const (
-	// MetricEventsPublished counts entries the bus accepted.
-	MetricEventsPublished = "EventsPublished"
 	// MetricPublishRetries counts entries re-sent after a retryable failure,
 	// once per entry and retry round.
 	MetricPublishRetries = "PublishRetries"
 	// MetricPublishFailures counts entries that did not reach the bus
 	// (rejected, too large, or still pending at the deadline).
 	MetricPublishFailures = "PublishFailures"
-	// MetricPublishLatency is the time one Publish took, retries included.
-	MetricPublishLatency = "PublishLatency"
 )
 
 // Entry is one LINE event ready for the bus.
@@ -147,8 +146,7 @@ func WithLimits(entry, request int) Option {
 // WithLogger sets the logger for failed entries (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(p *Publisher) { p.log = l } }
 
-// WithMetrics records EventsPublished, PublishRetries, PublishFailures and
-// PublishLatency.
+// WithMetrics records PublishRetries and PublishFailures.
 func WithMetrics(r telemetry.Recorder) Option { return func(p *Publisher) { p.metrics = r } }
 
 // WithSleep replaces the backoff sleep (tests).
@@ -189,7 +187,6 @@ type Publication struct {
 	p       *Publisher
 	ctx     context.Context
 	cancel  context.CancelFunc
-	start   time.Time
 	entries []Entry
 	pending []int
 	// last is, per entry still pending, the retryable failure that kept it
@@ -235,7 +232,7 @@ func (p *Publisher) Start(ctx context.Context, entries []Entry) *Publication {
 	if len(entries) == 0 {
 		return Accepted(0)
 	}
-	pb := &Publication{p: p, start: time.Now(), entries: entries, pending: make([]int, 0, len(entries)),
+	pb := &Publication{p: p, entries: entries, pending: make([]int, 0, len(entries)),
 		last: make(map[int]Failure)}
 	pb.ctx, pb.cancel = context.WithTimeout(ctx, p.deadline)
 	for i, e := range entries {
@@ -294,8 +291,6 @@ func (pb *Publication) Wait() (Result, error) {
 		res.Failed = append(res.Failed, f)
 	}
 	res.Accepted = len(pb.entries) - len(res.Failed)
-	p.metrics.Count(MetricEventsPublished, float64(res.Accepted))
-	p.metrics.Duration(MetricPublishLatency, time.Since(pb.start))
 	if len(res.Failed) == 0 {
 		return *res, nil
 	}

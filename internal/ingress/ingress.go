@@ -58,13 +58,12 @@ var (
 )
 
 // Metric names the handler records through WithMetrics (docs/metrics.md lists
-// every metric of every function).
+// every metric of every function). A request answered 200 records nothing:
+// API Gateway's own metrics (Count, Latency, IntegrationLatency) count and
+// time every request for free, and the chat queue's NumberOfMessagesSent
+// counts its events, so only what goes wrong is written to CloudWatch Logs,
+// which bills every byte (docs/cost.md).
 const (
-	// MetricAckLatency is the time Handle took to answer, whatever the answer.
-	MetricAckLatency = "AckLatency"
-	// MetricEventsAccepted counts events acknowledged to LINE with 200:
-	// the bus, and the chat queue for those with a chat, took them.
-	MetricEventsAccepted = "EventsAccepted"
 	// MetricSignaturesRejected counts requests refused with 401 for a missing
 	// or wrong signature.
 	MetricSignaturesRejected = "SignaturesRejected"
@@ -209,8 +208,8 @@ func WithTraceHeader(f func(ctx context.Context) string) Option {
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 
-// WithMetrics records AckLatency, EventsAccepted, SignaturesRejected and
-// RequestsRejected.
+// WithMetrics records SignaturesRejected and RequestsRejected (and, with
+// WithSecretRefresh, SecretRereads and SecretRotations).
 func WithMetrics(r telemetry.Recorder) Option { return func(h *Handler) { h.metrics = r } }
 
 // WithEventLogs turns the per-event "event accepted" log line, logged at
@@ -304,9 +303,7 @@ func (h *Handler) Handle(ctx context.Context, method, sig string, body []byte) (
 // nothing is read.
 func (h *Handler) HandleChannel(ctx context.Context, ch, method, sig string, body []byte) (Response, error) {
 	start := h.now()
-	resp, err := h.handle(ctx, start, ch, method, sig, body)
-	h.metrics.Duration(MetricAckLatency, h.now().Sub(start))
-	return resp, err
+	return h.handle(ctx, start, ch, method, sig, body)
 }
 
 // channel is the webhook of the channel named ch; nil when none.
@@ -364,10 +361,9 @@ func (h *Handler) handle(ctx context.Context, start time.Time, ch, method, sig s
 	if err := h.handOff(ctx, entries, msgs); err != nil {
 		return Response{500, bodyPublish}, err
 	}
-	h.metrics.Count(MetricEventsAccepted, float64(len(entries)))
 	// One line per event at DEBUG (LOG_LEVEL=DEBUG): at INFO the worker's
-	// "record processed" line and the EventsAccepted metric already say it,
-	// and CloudWatch Logs bills every line (docs/cost.md).
+	// "record processed" line and API Gateway's metrics already say it, and
+	// CloudWatch Logs bills every line (docs/cost.md).
 	if h.logEachEvent && h.log.Enabled(ctx, slog.LevelDebug) {
 		for i, e := range entries {
 			h.log.DebugContext(ctx, "event accepted", "webhookEventId", e.EventID, "type", e.DetailType, "queued", b.events[i].chat != "")

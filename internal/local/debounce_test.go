@@ -155,8 +155,11 @@ func TestAskBurstOnMoto(t *testing.T) {
 	for _, part := range []string{"ask one", "ask two", "ask three"} {
 		ids = append(ids, deliver(t, lp, lp.Text(user, part)))
 	}
-	waitMessage(t, rt, 60*time.Second, user, "reply", "You asked, in 3 messages: ")
-	settled(t, rt, 60*time.Second, ids, func(string) string { return "ok" })
+	// Against moto a flush can meet its chat's other flush in flight (the
+	// divergence above) and wait out its retry backoff, several seconds a
+	// receive: the deadlines leave room for that on a loaded machine.
+	waitMessage(t, rt, 120*time.Second, user, "reply", "You asked, in 3 messages: ")
+	settled(t, rt, 120*time.Second, ids, func(string) string { return "ok" })
 	got := sentMatching(t, rt, user, "", "")
 	if len(got) != 1 {
 		t.Fatalf("%d sends to the user, want the one answer:\n%s", len(got), describeMessages(got))

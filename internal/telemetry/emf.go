@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -36,6 +37,13 @@ func WithClock(now func() time.Time) MetricsOption {
 	return func(m *Metrics) { m.now = now }
 }
 
+// WithFolding lets Fold hand what has been recorded to a JSON log line
+// (FoldingLogs says when a function's logs are JSON); without it Fold
+// always declines and every metric goes out through Flush.
+func WithFolding(on bool) MetricsOption {
+	return func(m *Metrics) { m.folding = on }
+}
+
 // Metrics collects counts and durations and writes them as CloudWatch
 // Embedded Metric Format log lines, which CloudWatch Logs turns into metrics
 // without any API call. It satisfies the cores' recorder interface
@@ -50,6 +58,7 @@ type Metrics struct {
 	order     []string
 	series    map[string]*series
 	children  []*Metrics // With's: flushed with this one
+	folding   bool
 }
 
 type series struct {
@@ -110,9 +119,10 @@ func (m *Metrics) With(k, v string) *Metrics {
 // Count records n occurrences of name (unit Count).
 func (m *Metrics) Count(name string, n float64) { m.observe(name, unitCount, n) }
 
-// Duration records d for name in milliseconds (unit Milliseconds).
+// Duration records d for name in milliseconds (unit Milliseconds), to the
+// microsecond: CloudWatch keeps no finer figure worth its bytes in the log.
 func (m *Metrics) Duration(name string, d time.Duration) {
-	m.observe(name, unitMilliseconds, float64(d)/float64(time.Millisecond))
+	m.observe(name, unitMilliseconds, float64(d.Round(time.Microsecond))/float64(time.Millisecond))
 }
 
 // observe appends one value; a name's unit is fixed by its first observation
@@ -130,6 +140,78 @@ func (m *Metrics) observe(name, unit string, v float64) {
 		m.order = append(m.order, name)
 	}
 	s.values = append(s.values, v)
+}
+
+// Fold takes everything recorded since the last flush as the members of
+// one EMF document — the dimensions, each metric's value and the _aws
+// metadata — for the caller to log as part of its own JSON line, and resets
+// it, as Flush would. The Embedded Metric Format lets an EMF document carry
+// any other member (its specification's root node "MAY contain any other
+// members"), so a record's log line can be its invocation's metrics too and
+// one line is written instead of two. The attribute has an empty key: slog's
+// JSON handler inlines its members at the top level, where EMF looks for
+// them, and NewRedactingHandler passes it through unredacted (metric names
+// are not secrets, and a name such as SecretRereads must stay a name).
+//
+// Fold declines (false, and keeps everything for Flush) when the Metrics was
+// built without WithFolding, when nothing was recorded, and when what was
+// recorded needs more than one document (over 100 metrics, or a metric
+// with over 100 values).
+func (m *Metrics) Fold() (slog.Attr, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.folding || len(m.order) == 0 || len(m.order) > maxMetricsPerDirective {
+		return slog.Attr{}, false
+	}
+	for _, n := range m.order {
+		if len(m.series[n].values) > maxValuesPerMetric {
+			return slog.Attr{}, false
+		}
+	}
+	doc := emfMembers{ts: m.now().UnixMilli(), namespace: m.namespace, dimKeys: append([]string(nil), m.dimKeys...),
+		dims: make(map[string]string, len(m.dims)), series: m.series}
+	for k, v := range m.dims {
+		doc.dims[k] = v
+	}
+	for _, n := range m.order {
+		if _, clash := m.dims[n]; !clash {
+			doc.names = append(doc.names, n)
+		}
+	}
+	m.order, m.series = nil, map[string]*series{}
+	return slog.Any("", doc), true
+}
+
+// emfMembers is one folded EMF document; as a slog.LogValuer it is the group
+// of the document's members.
+type emfMembers struct {
+	ts        int64
+	namespace string
+	dimKeys   []string
+	dims      map[string]string
+	names     []string
+	series    map[string]*series
+}
+
+// LogValue implements slog.LogValuer: the dimensions, the metrics' values
+// (a number, or an array when observed more than once) and _aws.
+func (d emfMembers) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(d.dimKeys)+len(d.names)+1)
+	dir := emfDirective{Namespace: d.namespace, Dimensions: [][]string{append([]string{}, d.dimKeys...)}}
+	for _, k := range d.dimKeys {
+		attrs = append(attrs, slog.String(k, d.dims[k]))
+	}
+	for _, n := range d.names {
+		s := d.series[n]
+		if len(s.values) == 1 {
+			attrs = append(attrs, slog.Float64(n, s.values[0]))
+		} else {
+			attrs = append(attrs, slog.Any(n, s.values))
+		}
+		dir.Metrics = append(dir.Metrics, emfMetric{Name: n, Unit: s.unit})
+	}
+	attrs = append(attrs, slog.Any("_aws", emfMeta{Timestamp: d.ts, CloudWatchMetrics: []emfDirective{dir}}))
+	return slog.GroupValue(attrs...)
 }
 
 // Flush writes everything recorded since the last flush and resets it. One

@@ -133,9 +133,16 @@ func parseLevel(s string) (slog.Level, bool) {
 	return 0, false
 }
 
-// contextHandler adds the trace id, webhookEventId and Lambda request id found
-// in the record's context. Attributes are added to the record, so inside a
-// WithGroup they land in that group.
+// FoldingLogs reports whether NewLambdaLogger writes JSON lines in this
+// process, so that a record's log line can carry its invocation's EMF
+// metrics (Metrics.Fold, WithFolding): outside Lambda, and in Lambda with the
+// JSON log format. With Lambda's TEXT format a line is not a JSON object and
+// CloudWatch would extract nothing from it.
+func FoldingLogs() bool {
+	f := os.Getenv("AWS_LAMBDA_LOG_FORMAT")
+	return f == "" || f == "JSON"
+}
+
 // NewLambdaLogger is NewLogger for code running in Lambda: records go through
 // aws-lambda-go's lambdacontext log handler, so they follow the function's
 // LoggingConfig (AWS_LAMBDA_LOG_FORMAT JSON or TEXT, AWS_LAMBDA_LOG_LEVEL) and
@@ -154,6 +161,9 @@ func NewLambdaLogger(opts ...LogOption) *slog.Logger {
 	return slog.New(&contextHandler{next: h, noRequestID: true})
 }
 
+// contextHandler adds the trace id, webhookEventId and Lambda request id found
+// in the record's context. Attributes are added to the record, so inside a
+// WithGroup they land in that group.
 type contextHandler struct {
 	next slog.Handler
 	// noRequestID: the wrapped handler (lambdacontext's) adds requestId itself.
@@ -254,6 +264,9 @@ func (h *redactingHandler) WithGroup(name string) slog.Handler {
 }
 
 func (h *redactingHandler) redact(a slog.Attr) slog.Attr {
+	if doc, ok := a.Value.Any().(emfMembers); ok && a.Key == "" {
+		return slog.Attr{Value: doc.LogValue()} // metric names and values, never a secret
+	}
 	if h.denied(a.Key) {
 		return slog.String(a.Key, Redacted)
 	}

@@ -5,7 +5,7 @@ import "time"
 // Recorder is the one metrics port every core records through: the EMF
 // Metrics of a Lambda invocation satisfies it, and so does a test's counter.
 // Names are CloudWatch-style (PascalCase, a noun and what happened to it:
-// EventsAccepted, PublishLatency) and string constants or literals, so that
+// RecordsProcessed, LineRequestLatency) and string constants or literals, so that
 // functions/metrics_test.go can check each against docs/metrics.md, which
 // lists every name each function emits, and the template's dashboard.
 // Implementations must be safe for concurrent use.

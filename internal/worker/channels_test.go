@@ -221,7 +221,7 @@ func TestEditsAreOrderedPerChannel(t *testing.T) {
 		withChannel(t, edit(t, "01E3", 1000, "first in b"), "b"),
 		withChannel(t, edit(t, "01E4", 500, "older in b"), "b"),
 	} {
-		res := p.process(context.Background(), m)
+		res := p.process(context.Background(), m, true)
 		seen = append(seen, res.Outcome)
 	}
 	if fmt.Sprint(seen) != fmt.Sprint([]Outcome{OutcomeOK, OutcomeOK, OutcomeStale}) || b.texts() != "newest in default|first in b" {

@@ -20,6 +20,7 @@ type record struct {
 	messenger bot.Messenger   // set by parse: the event's LINE client (nil: none)
 	panicked  *panicked       // set by recoverPanics when the handler panicked
 	long      bool            // set by process: the record came from the long-work queue
+	only      bool            // set by process: the record is its invocation's only one
 	flush     *flushSpec      // set by decode: the record is a debounce flush
 	result    Result
 }

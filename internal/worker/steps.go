@@ -52,13 +52,19 @@ func trace(start StartSpan, traceID func(ctx context.Context) string) middleware
 	}
 }
 
-// account settles the record's outcome and reports it: its duration, the
-// counters (RecordsProcessed, DuplicatesSkipped, StaleEditsSkipped,
-// RecordsDebounced, RecordsFailed, RecordsDeadLettered, RecordsForwarded,
-// HandlerPanics), the end-to-end
-// latency of a handled event, one log line (never the event's content; its
-// chat only hashed, as "lane"), and the observer.
+// account settles the record's outcome and reports it: the counters
+// (RecordsProcessed, DuplicatesSkipped, StaleEditsSkipped, RecordsDebounced,
+// RecordsFailed, RecordsDeadLettered, RecordsForwarded, HandlerPanics), the
+// end-to-end latency of a handled event, one log line with its duration
+// (durationMs; never the event's content; its chat only hashed, as "lane"),
+// and the observer. The record's duration is no metric of its own: at a
+// chat's pace, one record per invocation, it is Lambda's free Duration, and
+// each record's line has it for Logs Insights (docs/metrics.md). When the record is its
+// invocation's only one and m can fold (metricsFolder), the line also
+// carries everything the invocation recorded, as one EMF document: one line
+// per record instead of a log line and a metrics line (docs/cost.md).
 func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now func() time.Time) middleware {
+	folder, _ := m.(metricsFolder)
 	return func(next handler) handler {
 		return func(ctx context.Context, r *record) error {
 			start := now()
@@ -103,19 +109,30 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 			if res.Panicked {
 				m.Count("HandlerPanics", 1)
 			}
-			m.Duration("RecordDuration", res.Duration)
+			level, msg := slog.LevelInfo, "record processed"
 			switch res.Outcome {
 			case OutcomeFailed:
-				log.WarnContext(ctx, "record failed", attrs...)
+				level, msg = slog.LevelWarn, "record failed"
 			case OutcomeDeadLettered:
-				log.ErrorContext(ctx, "record dead-lettered", attrs...)
-			default:
-				log.InfoContext(ctx, "record processed", attrs...)
+				level, msg = slog.LevelError, "record dead-lettered"
 			}
+			if folder != nil && r.only && log.Enabled(ctx, level) {
+				if doc, ok := folder.Fold(); ok {
+					attrs = append(attrs, doc)
+				}
+			}
+			log.Log(ctx, level, msg, attrs...)
 			observe(*res)
 			return err
 		}
 	}
+}
+
+// metricsFolder is a Recorder that can hand what it recorded to a log line
+// as one EMF document (telemetry.Metrics.Fold), resetting it; false when it
+// cannot (the metrics then leave with the invocation's own EMF line).
+type metricsFolder interface {
+	Fold() (slog.Attr, bool)
 }
 
 // decode unwraps the record's EventBridge envelope and reads the event's

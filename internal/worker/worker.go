@@ -256,7 +256,7 @@ func WithClock(now func() time.Time) Option { return func(p *Processor) { p.now 
 func WithLogger(l *slog.Logger) Option { return func(p *Processor) { p.log = l } }
 
 // WithMetrics records RecordsProcessed, RecordsFailed, DuplicatesSkipped,
-// HandlerPanics, RecordDuration and EndToEndLatency.
+// HandlerPanics and EndToEndLatency, among others (docs/metrics.md).
 func WithMetrics(r telemetry.Recorder) Option { return func(p *Processor) { p.metrics = r } }
 
 // WithObserver is called once per record with its result.
@@ -429,7 +429,7 @@ func (p *Processor) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSE
 					fail(msg.MessageId)
 					continue
 				}
-				if res := p.process(ctx, msg); res.Outcome == OutcomeFailed {
+				if res := p.process(ctx, msg, len(ev.Records) == 1); res.Outcome == OutcomeFailed {
 					fail(msg.MessageId)
 					stopped = true
 				}
@@ -462,9 +462,10 @@ func lanes(records []events.SQSMessage) [][]events.SQSMessage {
 	return out
 }
 
-// process runs one message through the pipeline to an outcome.
-func (p *Processor) process(ctx context.Context, msg events.SQSMessage) Result {
-	r := &record{msg: msg, long: p.isLong(msg), result: Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg),
+// process runs one message through the pipeline to an outcome; only says
+// it is its invocation's only record.
+func (p *Processor) process(ctx context.Context, msg events.SQSMessage, only bool) Result {
+	r := &record{msg: msg, long: p.isLong(msg), only: only, result: Result{MessageID: msg.MessageId, ReceiveCount: receiveCount(msg),
 		Group: msg.Attributes["MessageGroupId"], Queue: queueName(msg.EventSourceARN)}}
 	r.result.Long = r.long
 	r.settle(p.run(ctx, r))
