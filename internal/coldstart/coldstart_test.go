@@ -33,7 +33,23 @@ func TestParseLine(t *testing.T) {
 			logLine{kind: lineInitDone, status: "error"}},
 		{"init error with a type", "x [INFO] (rapid) INIT RTDONE(status: error, errorType: Runtime.ExitError)",
 			logLine{kind: lineInitDone, status: "error"}},
-		{"the emulator's own REPORT is not it", "REPORT RequestId: e2c1\tInit Duration: 0.05 ms\tDuration: 16.07 ms", logLine{}},
+		{"report: its Duration, not the Init Duration", "REPORT RequestId: e2c1\tInit Duration: 0.05 ms\tDuration: 16.07 ms\tBilled Duration: 17 ms\t",
+			logLine{kind: lineReport, request: "e2c1", duration: 16070 * time.Microsecond}},
+		{"warm report", "REPORT RequestId: 6b16e114-ee08-4cf6-914f-2ddd83ec4230\tDuration: 2.31 ms\tBilled Duration: 3 ms\tMemory Size: 256 MB\tMax Memory Used: 256 MB\t",
+			logLine{kind: lineReport, request: "6b16e114-ee08-4cf6-914f-2ddd83ec4230", duration: 2310 * time.Microsecond}},
+		{"report without a duration", "REPORT RequestId: e2c1\tInit Duration: 0.05 ms", logLine{}},
+		{"report with a bad duration", "REPORT RequestId: e2c1\tDuration: soon ms", logLine{}},
+		{"report with a negative duration", "REPORT RequestId: e2c1\tDuration: -1 ms", logLine{}},
+		{"report in seconds", "REPORT RequestId: e2c1\tDuration: 1.5 s", logLine{}},
+		{"report without an id", "REPORT RequestId: \tDuration: 1.00 ms", logLine{}},
+		{"invoke done", "02 Dec 2026 01:51:30,839 [INFO] (rapid) INVOKE RTDONE(status: success, produced bytes: 0, duration: 1.727000ms)",
+			logLine{kind: lineInvokeDone, duration: 1727 * time.Microsecond}},
+		{"invoke done without a duration", "x (rapid) INVOKE RTDONE(status: error)", logLine{}},
+		{"invoke done, bad duration", "x (rapid) INVOKE RTDONE(status: success, duration: -3ms)", logLine{}},
+		{"start", "START RequestId: e2c1 Version: $LATEST", logLine{kind: lineStart, request: "e2c1"}},
+		{"end", "END RequestId: e2c1", logLine{kind: lineEnd, request: "e2c1"}},
+		{"end with a strange id", "END RequestId: e2c1 {x}", logLine{}},
+		{"function output quoting a start", `{"message":"START RequestId: e2c1 Version: 1"}`, logLine{}},
 		{"function output quoting it", `{"message":"INIT REPORT(durationMs: 1.0)"}`, logLine{}},
 		{"init start", "x [INFO] (rapid) INIT START(type: on-demand, phase: init)", logLine{}},
 		{"not a number", "x (rapid) INIT REPORT(durationMs: soon)", logLine{}},
@@ -51,6 +67,26 @@ func TestParseLine(t *testing.T) {
 				t.Fatalf("parseLine(%q) = %+v, want %+v", tt.line, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestEmulatorLine checks which lines between START and END are the
+// emulator's own (not the function's output).
+func TestEmulatorLine(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want bool
+	}{
+		{"02 Dec 2026 01:51:30,839 [INFO] (rapid) INVOKE RTDONE(status: success, produced bytes: 0, duration: 1.727000ms)", true},
+		{"02 Dec 2026 01:51:30,822 [WARNING] (rapid) Cannot list external agents", true},
+		{`{"level":"INFO","message":"02 Dec 2026 01:51:30,839 [INFO] (rapid) x"}`, false},
+		{"SDK 2026/12/02 01:47:43 WARN failed to close HTTP response body", false},
+		{"2 Dec 2026 01:51:30,839 [INFO] (rapid) x", false},
+		{"", false},
+	} {
+		if got := emulatorLine(tt.line); got != tt.want {
+			t.Errorf("emulatorLine(%q) = %v, want %v", tt.line, got, tt.want)
+		}
 	}
 }
 
@@ -307,6 +343,10 @@ func FuzzParseLine(f *testing.F) {
 		"29 Nov 2026 08:55:35,517 [INFO] (rapid) INIT RTDONE(status: success)",
 		"x (rapid) INIT RTDONE(status: error, errorType: Runtime.ExitError)",
 		"REPORT RequestId: e2c1\tInit Duration: 0.05 ms",
+		"REPORT RequestId: e2c1\tDuration: 16.07 ms\tBilled Duration: 17 ms\t",
+		"START RequestId: e2c1 Version: $LATEST",
+		"END RequestId: e2c1",
+		"x (rapid) INVOKE RTDONE(status: success, produced bytes: 0, duration: 1.727000ms)",
 		"",
 	} {
 		f.Add(s)
@@ -324,6 +364,19 @@ func FuzzParseLine(f *testing.F) {
 			}
 		case lineInitDone:
 			if !strings.Contains(line, "(rapid) "+initDonePrefix) || got.status == "" || strings.IndexFunc(got.status, notStatusRune) >= 0 {
+				t.Fatalf("parseLine(%q) = %+v", line, got)
+			}
+		case lineInvokeDone:
+			if !strings.Contains(line, "(rapid) "+invokeDonePrefix) || got.duration < 0 || got.duration > 24*time.Hour {
+				t.Fatalf("parseLine(%q) = %+v", line, got)
+			}
+		case lineStart, lineEnd:
+			prefix := map[lineKind]string{lineStart: startPrefix, lineEnd: endPrefix}[got.kind]
+			if !strings.HasPrefix(line, prefix+got.request) || !requestID(got.request) || got.duration != 0 {
+				t.Fatalf("parseLine(%q) = %+v", line, got)
+			}
+		case lineReport:
+			if !strings.HasPrefix(line, reportPrefix+got.request) || !requestID(got.request) || got.duration < 0 || got.duration > 24*time.Hour {
 				t.Fatalf("parseLine(%q) = %+v", line, got)
 			}
 		default:

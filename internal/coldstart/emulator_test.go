@@ -61,6 +61,9 @@ var builds = struct {
 }{bins: map[string]coldstart.Binary{}}
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeEmulatorEnv); mode != "" {
+		os.Exit(fakeEmulator(mode))
+	}
 	code := m.Run()
 	if builds.dir != "" {
 		os.RemoveAll(builds.dir)

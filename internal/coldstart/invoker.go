@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -30,6 +33,9 @@ var (
 	ErrInvoke = errors.New("invocation failed")
 	// ErrStopped means the emulator is no longer running.
 	ErrStopped = errors.New("emulator stopped")
+	// ErrNoReport means the emulator answered an invocation Run made but
+	// never printed its REPORT line, so its Duration and output are unknown.
+	ErrNoReport = errors.New("no REPORT line for the invocation")
 	// errExitedEarly means the emulator quit before it listened, usually
 	// because another process took one of its ports; Start retries.
 	errExitedEarly = errors.New("emulator exited before listening")
@@ -49,6 +55,7 @@ const maxLogs = 1 << 20
 // one Lambda execution environment. Stop it when done.
 type Invoker struct {
 	cmd    *exec.Cmd
+	tracer *tracer // WithActiveTracing's proxy, or nil
 	url    string
 	client *http.Client
 
@@ -64,6 +71,8 @@ type Invoker struct {
 	initStatus string
 	logs       bytes.Buffer
 	truncated  bool
+	runs       map[string]*run // Run's invocations, by request id, until reported
+	current    *run            // the invocation between its START and END lines
 
 	stopOnce sync.Once
 }
@@ -121,8 +130,21 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o
 	// silence the INIT REPORT line.
 	args := []string{emu, "--log-level", "info",
 		"--runtime-interface-emulator-address", invokeAddr,
-		"--runtime-api-address", runtimeAddr,
-		bootstrap}
+		"--runtime-api-address", runtimeAddr}
+	var tr *tracer
+	if o.tracing {
+		if tr, err = startTracer(runtimeAddr); err != nil {
+			return nil, fmt.Errorf("start %s: %w", bootstrap, err)
+		}
+		c, err := tr.command(bootstrap)
+		if err != nil {
+			tr.close()
+			return nil, fmt.Errorf("start %s: %w", bootstrap, err)
+		}
+		args = append(args, c...)
+	} else {
+		args = append(args, bootstrap)
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = environ(env)
@@ -136,16 +158,32 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if tr != nil {
+			tr.close()
+		}
 		return nil, fmt.Errorf("start %s under %s: %w", bootstrap, emu, err)
 	}
 	pw.Close() // the child holds its own copy
+	// The emulator forks the bootstrap at the first Invoke, which cannot come
+	// before launch returns: the function inherits the groups.
+	if err := joinCgroups(cmd.Process.Pid, o.cgroups); err != nil {
+		signalGroup(cmd, true)
+		_ = cmd.Wait()
+		pr.Close()
+		if tr != nil {
+			tr.close()
+		}
+		return nil, fmt.Errorf("start %s: %w", bootstrap, err)
+	}
 	iv := &Invoker{
 		cmd:      cmd,
+		tracer:   tr,
 		url:      "http://" + invokeAddr + invokePath,
 		client:   &http.Client{Transport: &http.Transport{Proxy: nil}},
 		exited:   make(chan struct{}),
 		scanned:  make(chan struct{}),
 		initSeen: make(chan struct{}),
+		runs:     map[string]*run{},
 	}
 	go func() {
 		_ = cmd.Wait()
@@ -165,6 +203,9 @@ func launch(ctx context.Context, emu, bootstrap string, env map[string]string, o
 		select {
 		case <-iv.exited:
 			<-iv.scanned
+			if tr != nil {
+				tr.close()
+			}
 			return nil, fmt.Errorf("start %s: %w: %s", bootstrap, errExitedEarly, lastLines(iv.Logs(), 5))
 		case <-ctx.Done():
 			iv.Stop()
@@ -224,7 +265,28 @@ func (iv *Invoker) record(line string) {
 		iv.truncated = true
 		iv.logs.WriteString("[coldstart: output truncated]\n")
 	}
-	switch l := parseLine(trimEOL(line)); l.kind {
+	text := trimEOL(line)
+	switch l := parseLine(text); l.kind {
+	case lineStart:
+		iv.current = iv.runs[l.request]
+	case lineEnd:
+		iv.current = nil
+	case lineInvokeDone:
+		if iv.current != nil && !iv.current.runtimeDone {
+			iv.current.duration, iv.current.runtimeDone = l.duration, true
+		}
+	case lineReport:
+		if r := iv.runs[l.request]; r != nil {
+			if !r.runtimeDone {
+				r.duration = l.duration
+			}
+			delete(iv.runs, l.request)
+			close(r.reported)
+		}
+	case lineOther:
+		if iv.current != nil && !emulatorLine(text) {
+			iv.current.output = append(iv.current.output, text)
+		}
 	case lineInitDone:
 		if iv.initStatus == "" {
 			iv.initStatus = l.status
@@ -255,6 +317,12 @@ func trimEOL(s string) string {
 func (iv *Invoker) Invoke(ctx context.Context, event []byte) ([]byte, error) {
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
+	return iv.invoke(ctx, event, "")
+}
+
+// invoke is Invoke under iv.mu, with requestID (when not "") as the
+// invocation's request id.
+func (iv *Invoker) invoke(ctx context.Context, event []byte, requestID string) ([]byte, error) {
 	select {
 	case <-iv.exited:
 		return nil, fmt.Errorf("invoke: %w", ErrStopped)
@@ -265,6 +333,9 @@ func (iv *Invoker) Invoke(ctx context.Context, event []byte) ([]byte, error) {
 		return nil, fmt.Errorf("invoke: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if requestID != "" {
+		req.Header.Set("X-Amzn-RequestId", requestID)
+	}
 	resp, err := iv.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("invoke: %w", err)
@@ -354,6 +425,9 @@ func (iv *Invoker) Stop() {
 		case <-t.C:
 		}
 		iv.client.CloseIdleConnections()
+		if iv.tracer != nil {
+			iv.tracer.close()
+		}
 	})
 }
 
@@ -372,4 +446,130 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte(" | ")))
+}
+
+// Invocation is one invocation as Run saw it: what Lambda would report and
+// hand CloudWatch Logs for it.
+type Invocation struct {
+	// RequestID is the invocation's request id (the function's
+	// lambdacontext AwsRequestID).
+	RequestID string
+	// Body is the function's response payload, as Invoke returns it.
+	Body []byte
+	// TraceID is the Root of the X-Ray trace header the function got with
+	// the event under WithActiveTracing ("1-6749f1a2-..."), else "".
+	TraceID string
+	// Duration is Lambda's Duration of the invocation: the runtime's time
+	// from taking the event to its answer, from rapid's INVOKE RTDONE line
+	// (Lambda's platform.runtimeDone), so a cold start's INIT is not in it;
+	// the REPORT line's Duration when the emulator did not log that line.
+	Duration time.Duration
+	// Output is what the function wrote (stdout and stderr) between the
+	// emulator's START and END lines for the invocation, one line each
+	// without the newline, and none of the emulator's own lines: what
+	// Lambda puts in the log stream for the invocation besides its
+	// START/END/REPORT. On the cold start it includes what the function
+	// wrote during its INIT, which the emulator runs inside the first
+	// invoke.
+	Output []string
+}
+
+// run is an invocation Run waits on; record fills it in.
+type run struct {
+	output      []string
+	duration    time.Duration
+	runtimeDone bool          // duration is the INVOKE RTDONE line's
+	reported    chan struct{} // closed at its REPORT line
+}
+
+// reportWait bounds how long Run waits for the REPORT line after the
+// emulator answered: the emulator prints it before it answers, so it is
+// normally already in the pipe.
+const reportWait = 5 * time.Second
+
+// Run is Invoke that also returns the invocation's REPORT Duration and the
+// function's own output for it. It waits for the emulator's REPORT line
+// (bounded by ctx and 5 s; ErrNoReport without it). Errors are Invoke's; a
+// *FunctionError comes with the Invocation filled in.
+func (iv *Invoker) Run(ctx context.Context, event []byte) (Invocation, error) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	id, err := newRequestID()
+	if err != nil {
+		return Invocation{}, fmt.Errorf("invoke: %w", err)
+	}
+	r := &run{reported: make(chan struct{})}
+	iv.state.Lock()
+	iv.runs[id] = r
+	iv.state.Unlock()
+	forget := func() {
+		iv.state.Lock()
+		delete(iv.runs, id)
+		if iv.current == r {
+			iv.current = nil
+		}
+		iv.state.Unlock()
+	}
+	body, err := iv.invoke(ctx, event, id)
+	inv := Invocation{RequestID: id, Body: body}
+	var fe *FunctionError
+	if err != nil && !errors.As(err, &fe) {
+		forget()
+		return inv, err
+	}
+	t := time.NewTimer(reportWait)
+	defer t.Stop()
+	select {
+	case <-r.reported:
+	case <-iv.scanned:
+		// The output ended; the REPORT may have been its last line.
+		select {
+		case <-r.reported:
+		default:
+			forget()
+			return inv, fmt.Errorf("invoke %s: %w: the emulator exited", id, ErrNoReport)
+		}
+	case <-ctx.Done():
+		forget()
+		return inv, fmt.Errorf("invoke %s: %w: %w", id, ErrNoReport, ctx.Err())
+	case <-t.C:
+		forget()
+		return inv, fmt.Errorf("invoke %s: %w within %v", id, ErrNoReport, reportWait)
+	}
+	iv.state.Lock()
+	inv.Duration, inv.Output = r.duration, r.output
+	iv.state.Unlock()
+	if iv.tracer != nil {
+		inv.TraceID = traceRoot(iv.tracer.take(id))
+	}
+	return inv, err
+}
+
+// newRequestID is a random request id shaped as Lambda's (a UUID).
+func newRequestID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("request id: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+// emulatorLine reports whether line is one of the emulator's own log lines
+// ("02 Dec 2026 01:50:00,123 [INFO] (rapid) ..."), not the function's.
+func emulatorLine(line string) bool {
+	return emulatorLog.MatchString(line)
+}
+
+var emulatorLog = regexp.MustCompile(`^\d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2},\d{3} \[[A-Z]+\] `)
+
+// joinCgroups writes pid into the cgroup.procs of each of dirs.
+func joinCgroups(pid int, dirs []string) error {
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("put the emulator in cgroup %s: %w", d, err)
+		}
+	}
+	return nil
 }

@@ -26,6 +26,8 @@ type options struct {
 	goBin        string
 	emulator     string
 	startTimeout time.Duration
+	cgroups      []string
+	tracing      bool
 	starts       int
 	noZip        bool
 	env          map[string]map[string]string
@@ -66,6 +68,27 @@ func WithStartTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// WithCgroups makes Start put the emulator in the cgroups at these
+// directories (each hierarchy of cgroup v1 needs its own, e.g. cpu and
+// cpuacct; one directory on cgroup v2) by writing its pid into their
+// cgroup.procs before it listens. The function's process, which the emulator
+// forks at the first Invoke, inherits them, so a group's limits and
+// accounting cover the function and the emulator serving it, as a Lambda
+// sandbox's vCPU share covers its runtime API. Start fails (and leaves no
+// emulator running) when a group cannot be joined.
+func WithCgroups(dirs ...string) Option {
+	return func(o *options) { o.cgroups = append(o.cgroups, dirs...) }
+}
+
+// WithActiveTracing makes Start serve the function as Lambda does with
+// active tracing: every event it takes carries a sampled X-Ray trace header
+// of its own (Lambda-Runtime-Trace-Id), which Run reports as
+// Invocation.TraceID. The emulator sends none (its tracer is a no-op), so a
+// proxy in front of its Runtime API adds it, and the bootstrap is started
+// through env(1) to reach the proxy; the function's process is still the
+// bootstrap's.
+func WithActiveTracing() Option { return func(o *options) { o.tracing = true } }
 
 // WithStarts sets how many fresh starts Report measures per function
 // (default 5); the median INIT is reported.
