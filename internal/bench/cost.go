@@ -83,9 +83,9 @@ const (
 	// CloudWatch Logs for one event at LOG_LEVEL INFO: nothing from the
 	// webhook for a request it accepts, and the worker's one line per
 	// record, which carries the invocation's EMF metrics
-	// (TestFunctionLogBytesInLambda measures the real binaries under
-	// Lambda's Runtime API; TestFunctionLogBytes checks linegate local
-	// writes about as much).
+	// (TestFunctionLogBytesInLambda measures the real binaries under the
+	// Lambda Runtime Interface Emulator; TestFunctionLogBytes checks
+	// linegate local writes about as much).
 	FunctionLogBytes = 775
 	// platformLogBytes is Lambda's START, END and REPORT lines of one
 	// invocation in JSON format (SystemLogLevel INFO).
@@ -102,11 +102,14 @@ const (
 // billedSeconds is each function's billed duration of one invocation (one
 // event; for the worker one record, the handler's own work aside) at a
 // memory size, measured by BenchmarkBilledDuration (docs/cost.md): the real
-// binaries with Lambda's CPU share of the memory size and the capacity
-// model's AWS and LINE round trips. A memory size not measured is an error,
-// not a guess.
+// binaries under the Lambda Runtime Interface Emulator (the emulator, as
+// Lambda's rapid, inside the sandbox's CPU share) with Lambda's CPU share of
+// the memory size and the capacity model's AWS and LINE round trips. The
+// webhook's 256 and 512 MB figures are the emulator's; the others predate it
+// and stay until a quiet machine re-measures them (docs/cost.md says why). A
+// memory size not measured is an error, not a guess.
 var billedSeconds = map[string]map[int]float64{
-	"WebhookFunction": {128: 0.026, 256: 0.023, 512: 0.023},
+	"WebhookFunction": {128: 0.026, 256: 0.027, 512: 0.025},
 	"WorkerFunction":  {128: 0.055, 256: 0.051, 512: 0.051},
 }
 

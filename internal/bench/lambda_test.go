@@ -1,18 +1,16 @@
 package bench
 
-// A stand-in for the Lambda sandbox that runs the real function binaries
-// (the Makefile's build, as SAM deploys them) against Lambda's Runtime API,
-// served here (https://docs.aws.amazon.com/lambda/latest/dg/runtimes-api.html):
-// the function's stdout is exactly what Lambda would hand CloudWatch Logs,
-// each invocation carries a request id and an active-tracing trace header as
-// in Lambda, and the time from handing an invocation over to its answer is
-// Lambda's Duration. Optionally the process runs in a cgroup whose CPU
+// The real function binaries (the Makefile's build, as SAM deploys them) run
+// under the real Lambda Runtime Interface Emulator (aws-lambda-rie, through
+// internal/coldstart): the function's own output for an invocation, between
+// the emulator's START and END lines, is what Lambda would hand CloudWatch
+// Logs, and the emulator's REPORT Duration is Lambda's Duration. Optionally
+// the emulator and so the function it forks run in a cgroup whose CPU
 // bandwidth is the share Lambda gives a memory size (memory / 1,769 MB of a
 // vCPU), for the memory benchmark.
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +21,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -38,105 +35,6 @@ import (
 	"github.com/linegate/linegate/internal/testbot"
 	"github.com/linegate/linegate/pkg/bot"
 )
-
-const runtimePath = "/2018-06-01/runtime/"
-
-// invocation is one event handed to the function.
-type invocation struct {
-	id, trace string
-	event     []byte
-	handed    chan time.Time // when the function took it (buffered)
-}
-
-// answer is what the function posted for an invocation.
-type answer struct {
-	id    string
-	body  []byte
-	error bool
-	at    time.Time
-}
-
-// runtimeAPI serves Lambda's Runtime API to one function process.
-type runtimeAPI struct {
-	srv       *httptest.Server
-	next      chan invocation
-	answers   chan answer
-	firstNext chan time.Time // the function's first /next: its INIT is over
-	once      sync.Once
-	stop      chan struct{}
-}
-
-func newRuntimeAPI(t testing.TB) *runtimeAPI {
-	a := &runtimeAPI{next: make(chan invocation), answers: make(chan answer, 1), firstNext: make(chan time.Time, 1), stop: make(chan struct{})}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
-	t.Cleanup(func() { close(a.stop); a.srv.Close() })
-	return a
-}
-
-func (a *runtimeAPI) serve(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimPrefix(r.URL.Path, runtimePath)
-	switch {
-	case r.Method == http.MethodGet && path == "invocation/next":
-		a.once.Do(func() { a.firstNext <- time.Now() })
-		select {
-		case inv := <-a.next:
-			h := w.Header()
-			h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-			h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
-			h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:ap-northeast-1:123456789012:function:linegate-bench")
-			h.Set("Lambda-Runtime-Trace-Id", inv.trace)
-			inv.handed <- time.Now()
-			_, _ = w.Write(inv.event)
-		case <-a.stop:
-		case <-r.Context().Done():
-		}
-	case r.Method == http.MethodPost && strings.HasPrefix(path, "invocation/"):
-		b, _ := io.ReadAll(r.Body)
-		rest := strings.TrimPrefix(path, "invocation/")
-		id, kind, _ := strings.Cut(rest, "/")
-		w.WriteHeader(http.StatusAccepted)
-		a.answers <- answer{id: id, body: b, error: kind == "error", at: time.Now()}
-	case r.Method == http.MethodPost && path == "init/error":
-		b, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		a.answers <- answer{id: "init", body: b, error: true, at: time.Now()}
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-// sandbox is one function process under a runtimeAPI. Its stdout is a
-// file: what the function wrote before it answered an invocation is in the
-// file when the answer arrives (a write to a file is visible once write(2)
-// returns; a pipe would still hold it).
-type sandbox struct {
-	api     *runtimeAPI
-	cmd     *exec.Cmd
-	started time.Time
-	out     *os.File
-	read    int64 // how far invoke has read out
-	stderr  *os.File
-	seq     int
-	exited  chan struct{}
-}
-
-// lines returns the complete lines written to out after offset, and the
-// offset after the last of them.
-func (s *sandbox) lines(offset int64) ([][]byte, int64, error) {
-	b, err := os.ReadFile(s.out.Name())
-	if err != nil {
-		return nil, offset, err
-	}
-	b = b[offset:]
-	end := bytes.LastIndexByte(b, '\n') + 1
-	var out [][]byte
-	for _, l := range bytes.Split(b[:end], []byte("\n")) {
-		if len(l) > 0 {
-			out = append(out, l)
-		}
-	}
-	return out, offset + int64(end), nil
-}
 
 // cpuGroup is a cgroup (v1: cpu and cpuacct) with Lambda's CPU share of a
 // memory size, over a CFS period.
@@ -177,108 +75,57 @@ func (g *cpuGroup) usage() time.Duration {
 	return time.Duration(n)
 }
 
-// startSandbox starts bootstrap with env under a new runtime API, in g when
-// g is not nil.
-func startSandbox(t testing.TB, bootstrap string, env map[string]string, g *cpuGroup) *sandbox {
+// startFunction starts bin with env under aws-lambda-rie, each event with an
+// active-tracing trace header of its own as in Lambda (the template turns
+// active tracing on), with the emulator (and so the function it forks at the
+// first invoke) in g when g is not nil.
+// Without the emulator it skips loudly, and fails under CI (which installs
+// it: .ci/run).
+func startFunction(t testing.TB, bin coldstart.Binary, env map[string]string, g *cpuGroup) *coldstart.Invoker {
 	t.Helper()
-	api := newRuntimeAPI(t)
-	out, err := os.CreateTemp(t.TempDir(), "stdout-")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	emu, err := coldstart.FindEmulator(ctx)
 	if err != nil {
-		t.Fatal(err)
-	}
-	errOut, err := os.CreateTemp(t.TempDir(), "stderr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sandbox{api: api, out: out, stderr: errOut, exited: make(chan struct{})}
-	if g == nil {
-		s.cmd = exec.Command(bootstrap)
-	} else {
-		s.cmd = exec.Command("/bin/sh", "-c", `echo $$ > "$1/cgroup.procs" && echo $$ > "$2/cgroup.procs" && exec "$3"`, "sh", g.cpu, g.acct, bootstrap)
-	}
-	s.cmd.Dir = filepath.Dir(bootstrap)
-	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.srv.URL, "http://")}
-	for k, v := range env {
-		s.cmd.Env = append(s.cmd.Env, k+"="+v)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.stderr
-	s.started = time.Now()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bootstrap, err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	})
-	return s
-}
-
-// initDuration waits for the function's first /next call and returns the
-// time since the process started: Lambda's INIT.
-func (s *sandbox) initDuration(ctx context.Context) (time.Duration, error) {
-	select {
-	case at := <-s.api.firstNext:
-		s.api.firstNext <- at // keep it for the next caller
-		return at.Sub(s.started), nil
-	case <-s.exited:
-		return 0, fmt.Errorf("the function exited during INIT: %s", s.stderrText())
-	case <-ctx.Done():
-		return 0, fmt.Errorf("no INIT within the deadline: %w", ctx.Err())
-	}
-}
-
-// invoke hands event to the function under an active-tracing trace header
-// and waits for its answer: the body, Lambda's Duration of the invocation
-// (from the hand-over to the answer), and the lines the function wrote
-// meanwhile.
-func (s *sandbox) invoke(ctx context.Context, event []byte) ([]byte, time.Duration, [][]byte, error) {
-	s.seq++
-	inv := invocation{id: fmt.Sprintf("c6af9ac6-7b61-11e6-9a41-%012d", s.seq), event: event, handed: make(chan time.Time, 1),
-		trace: fmt.Sprintf("Root=1-6749f1a2-%024x;Parent=53995c3f42cd8ad8;Sampled=1", s.seq)}
-	select {
-	case s.api.next <- inv:
-	case <-s.exited:
-		return nil, 0, nil, fmt.Errorf("the function exited: %s", s.stderrText())
-	case <-ctx.Done():
-		return nil, 0, nil, fmt.Errorf("the function did not ask for the invocation: %w", ctx.Err())
-	}
-	handed := <-inv.handed
-	select {
-	case a := <-s.api.answers:
-		if a.error || a.id != inv.id {
-			return a.body, 0, nil, fmt.Errorf("invocation %s answered %s with an error (%v): %s", inv.id, a.id, a.error, a.body)
+		if os.Getenv("CI") != "" {
+			t.Fatalf("aws-lambda-rie is required in CI: %v", err)
 		}
-		lines, next, err := s.lines(s.read)
-		s.read = next
-		return a.body, a.at.Sub(handed), lines, err
-	case <-s.exited:
-		return nil, 0, nil, fmt.Errorf("the function exited: %s", s.stderrText())
-	case <-ctx.Done():
-		return nil, 0, nil, fmt.Errorf("no answer: %w", ctx.Err())
+		t.Skipf("SKIPPED LOUDLY: %v; the functions run under it in CI", err)
 	}
+	opts := []coldstart.Option{coldstart.WithEmulator(emu), coldstart.WithStartTimeout(30 * time.Second), coldstart.WithActiveTracing()}
+	if g != nil {
+		opts = append(opts, coldstart.WithCgroups(g.cpu, g.acct))
+	}
+	iv, err := coldstart.Start(ctx, bin, env, opts...)
+	if err != nil {
+		t.Fatalf("start %s: %v", bin.Path, err)
+	}
+	t.Cleanup(iv.Stop)
+	return iv
 }
 
-// stderrText is what the function wrote to stderr, and the end of its
-// stdout (a function that fails its INIT says why there).
-func (s *sandbox) stderrText() string {
-	b, _ := os.ReadFile(s.stderr.Name())
-	out, _ := os.ReadFile(s.out.Name())
-	return string(b) + "\nstdout: " + string(out[max(0, len(out)-2000):])
-}
-
-// maxRSS is the process's peak resident memory (VmHWM), 0 if unknown.
-func (s *sandbox) maxRSS() int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+// functionRSS is the peak resident memory (VmHWM) of the process in g that
+// runs bin: the function, not the emulator beside it; 0 if unknown.
+func functionRSS(g *cpuGroup, bin coldstart.Binary) int64 {
+	procs, err := os.ReadFile(filepath.Join(g.cpu, "cgroup.procs"))
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+	for _, pid := range strings.Fields(string(procs)) {
+		if exe, err := os.Readlink("/proc/" + pid + "/exe"); err != nil || exe != bin.Path {
+			continue
+		}
+		f, err := os.Open("/proc/" + pid + "/status")
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				return kb << 10
+			}
 		}
 	}
 	return 0
@@ -376,12 +223,12 @@ func functionEnv(t testing.TB, fn string, memoryMB int, c *benchCloud) map[strin
 var builds = struct {
 	sync.Mutex
 	dir  string
-	bins map[string]string
-}{bins: map[string]string{}}
+	bins map[string]coldstart.Binary
+}{bins: map[string]coldstart.Binary{}}
 
 // bootstrap builds functions/<fn> for this machine with the Makefile's
 // recipe, once per test binary.
-func bootstrap(t testing.TB, fn string) string {
+func bootstrap(t testing.TB, fn string) coldstart.Binary {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skipf("SKIPPED LOUDLY: the Makefile builds the functions for linux, this is %s", runtime.GOOS)
@@ -402,8 +249,8 @@ func bootstrap(t testing.TB, fn string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	builds.bins[fn] = b.Path
-	return b.Path
+	builds.bins[fn] = b
+	return b
 }
 
 // workerEvent is events/worker-text-message.json as the n-th event of its
