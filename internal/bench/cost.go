@@ -86,7 +86,7 @@ const (
 	// (TestFunctionLogBytesInLambda measures the real binaries under the
 	// Lambda Runtime Interface Emulator; TestFunctionLogBytes checks
 	// linegate local writes about as much).
-	FunctionLogBytes = 775
+	FunctionLogBytes = 711
 	// platformLogBytes is Lambda's START, END and REPORT lines of one
 	// invocation in JSON format (SystemLogLevel INFO).
 	platformLogBytes = 700
@@ -104,13 +104,12 @@ const (
 // memory size, measured by BenchmarkBilledDuration (docs/cost.md): the real
 // binaries under the Lambda Runtime Interface Emulator (the emulator, as
 // Lambda's rapid, inside the sandbox's CPU share) with Lambda's CPU share of
-// the memory size and the capacity model's AWS and LINE round trips. The
-// webhook's 256 and 512 MB figures are the emulator's; the others predate it
-// and stay until a quiet machine re-measures them (docs/cost.md says why). A
-// memory size not measured is an error, not a guess.
+// the memory size and the capacity model's AWS and LINE round trips: the
+// medians of one run of six on a quiet machine (docs/cost.md). A memory size
+// not measured is an error, not a guess.
 var billedSeconds = map[string]map[int]float64{
-	"WebhookFunction": {128: 0.026, 256: 0.027, 512: 0.025},
-	"WorkerFunction":  {128: 0.055, 256: 0.051, 512: 0.051},
+	"WebhookFunction": {128: 0.054, 256: 0.026, 512: 0.024},
+	"WorkerFunction":  {128: 0.070, 256: 0.055, 512: 0.052},
 }
 
 // CostInputs are what the table needs beyond the template's topology.

@@ -225,7 +225,7 @@ func TestDebounceBurstRunsTheHandlerOnce(t *testing.T) {
 	if len(e.bot.batches()) != 1 || len(e.line.Messages()) != 1 || len(e.flushes(t)) != 0 {
 		t.Fatal("a redelivery ran something again")
 	}
-	if e.metrics.Total("RecordsDebounced") != 5 || e.metrics.Total("RecordsProcessed") != 1 {
+	if e.metrics.Total("RecordsDebounced") != 5 || e.metrics.Total("DuplicatesSkipped") != float64(len(fl)+len(chat)) {
 		t.Fatalf("metrics %v", e.metrics.Counts())
 	}
 }

@@ -127,11 +127,11 @@ func TestOneRecordOneLine(t *testing.T) {
 		t.Fatalf("%d lines, want the record's line only: %v", len(lines), lines)
 	}
 	l := lines[0]
-	if l["message"] != "record processed" || l["webhookEventId"] != "01FOLD1" || l["outcome"] != "ok" || l["RecordsProcessed"] != 1.0 || l["LineRepliesSent"] != 1.0 {
+	if l["message"] != "record processed" || l["webhookEventId"] != "01FOLD1" || l["outcome"] != "ok" || l["LineRepliesSent"] != 1.0 {
 		t.Fatalf("line %v", l)
 	}
 	got := strings.Join(declared(t, l), " ")
-	for _, want := range []string{"RecordsProcessed", "EndToEndLatency", "LineRepliesSent", "LineRequestLatency"} {
+	for _, want := range []string{"EndToEndLatency", "LineRepliesSent", "LineRequestLatency"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s not in the folded document (%s)", want, got)
 		}
@@ -170,8 +170,8 @@ func TestTwoRecordsKeepTheirMetricsApart(t *testing.T) {
 		case l["message"] == nil && l["_aws"] != nil:
 			emf++
 			declared(t, l)
-			if v, ok := l["RecordsProcessed"].([]any); !ok || len(v) != 2 {
-				t.Errorf("RecordsProcessed %v, want one value per record", l["RecordsProcessed"])
+			if v, ok := l["LineRepliesSent"].([]any); !ok || len(v) != 2 {
+				t.Errorf("LineRepliesSent %v, want one value per record", l["LineRepliesSent"])
 			}
 		default:
 			t.Errorf("unexpected line %v", l)
@@ -187,7 +187,7 @@ func TestTwoRecordsKeepTheirMetricsApart(t *testing.T) {
 func TestMetricsSurviveAnUnloggedRecord(t *testing.T) {
 	e := newFoldEnv(t, slog.LevelWarn, echoRouter())
 	lines := e.invoke(t, e.text("01FOLD5", "Uuser0001", "hello"))
-	if len(lines) != 1 || lines[0]["message"] != nil || lines[0]["RecordsProcessed"] != 1.0 {
+	if len(lines) != 1 || lines[0]["message"] != nil || lines[0]["LineRepliesSent"] != 1.0 {
 		t.Fatalf("lines %v, want the EMF line alone", lines)
 	}
 	declared(t, lines[0])

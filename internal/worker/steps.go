@@ -87,7 +87,8 @@ func account(m telemetry.Recorder, log *slog.Logger, observe func(Result), now f
 				m.Count("RecordsDeadLettered", 1)
 				attrs = append(attrs, "reason", res.DeadLetterReason, "error", res.Err.Error(), "panic", res.Panicked)
 			case OutcomeOK:
-				m.Count("RecordsProcessed", 1)
+				// No count of its own: AWS/SQS NumberOfMessagesDeleted
+				// counts the records done, free (the dashboard charts it).
 				if ev := r.event; ev != nil && !ev.Timestamp.IsZero() && ev.Timestamp.Unix() > 0 {
 					m.Duration("EndToEndLatency", now().Sub(ev.Timestamp))
 				}
