@@ -459,6 +459,9 @@ type Invocation struct {
 	// TraceID is the Root of the X-Ray trace header the function got with
 	// the event under WithActiveTracing ("1-6749f1a2-..."), else "".
 	TraceID string
+	// TraceHeader is that whole header (Root, Parent: the id of Lambda's
+	// segment for the invocation, Sampled), else "".
+	TraceHeader string
 	// Duration is Lambda's Duration of the invocation: the runtime's time
 	// from taking the event to its answer, from rapid's INVOKE RTDONE line
 	// (Lambda's platform.runtimeDone), so a cold start's INIT is not in it;
@@ -540,7 +543,8 @@ func (iv *Invoker) Run(ctx context.Context, event []byte) (Invocation, error) {
 	inv.Duration, inv.Output = r.duration, r.output
 	iv.state.Unlock()
 	if iv.tracer != nil {
-		inv.TraceID = traceRoot(iv.tracer.take(id))
+		inv.TraceHeader = iv.tracer.take(id)
+		inv.TraceID = traceRoot(inv.TraceHeader)
 	}
 	return inv, err
 }
