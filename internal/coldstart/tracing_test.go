@@ -124,47 +124,7 @@ func TestLambdaTracesUnderTheInvokesHeader(t *testing.T) {
 			if out := strings.Join(inv.Output, "\n"); !strings.Contains(out, `"traceId":"`+invoke.Root+`"`) {
 				t.Errorf("the function's lines do not carry the invoke's trace id %s:\n%s", invoke.Root, out)
 			}
-			tr := tracetest.WaitUntil(t, col, invoke.Root, "the webhook's EventBridge and SQS calls in the invoke's trace", func(tr xraycollector.Trace) bool {
-				var names []string
-				for _, s := range tr.Segments {
-					if s.Namespace == "aws" && !s.InProgress {
-						names = append(names, s.Name)
-					}
-				}
-				return slices.Contains(names, "EventBridge") && slices.Contains(names, "SQS")
-			})
-			byID := map[string]xraycollector.Segment{}
-			for _, s := range tr.Segments {
-				byID[s.ID] = s
-				if s.OTLP != (backend == config.TracingOTel) {
-					t.Errorf("segment %q arrived with otlp=%v under %s", s.Name, s.OTLP, backend)
-				}
-			}
-			if backend == config.TracingOTel {
-				var inv *xraycollector.Segment
-				for _, s := range tr.Segments {
-					if s.ParentID == invoke.Parent && s.Type == "segment" {
-						inv = &s
-					}
-				}
-				if inv == nil || inv.Name != coldstart.LogicalID("webhook") || inv.HTTPStatus != 500 || !inv.Fault {
-					t.Fatalf("no invocation span with the 500 under Lambda's %s: %+v", invoke.Parent, tr.Segments)
-				}
-			}
-			// Every span is under Lambda's segment, directly or through the
-			// invocation's span; the calls to a closed port are faults.
-			for _, s := range tr.Segments {
-				for p := s; p.ParentID != invoke.Parent; {
-					up, ok := byID[p.ParentID]
-					if !ok {
-						t.Fatalf("span %q hangs under %s, neither Lambda's segment nor in the trace: %+v", s.Name, p.ParentID, tr.Segments)
-					}
-					p = up
-				}
-				if s.Namespace == "aws" && !s.Fault {
-					t.Errorf("the call %s to a closed port is not a fault: %+v", s.Name, s)
-				}
-			}
+			checkInvokeTrace(t, col, invoke, backend)
 		})
 	}
 }
@@ -261,50 +221,60 @@ func TestLambdaTracesUnderConcurrentInvokes(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			tr := tracetest.WaitUntil(t, col, invoke.Root, "the webhook's EventBridge and SQS calls in the invoke's trace", func(tr xraycollector.Trace) bool {
-				var names []string
-				for _, s := range tr.Segments {
-					if s.Namespace == "aws" && !s.InProgress {
-						names = append(names, s.Name)
-					}
-				}
-				return slices.Contains(names, "EventBridge") && slices.Contains(names, "SQS")
-			})
+			checkInvokeTrace(t, col, invoke, backend)
 			if _, ok := col.Trace("1-5759e988-bd862e3fe1be46a994272793"); ok {
 				t.Error("spans went to the stale _X_AMZN_TRACE_ID's trace")
 			}
-			byID := map[string]xraycollector.Segment{}
-			for _, s := range tr.Segments {
-				byID[s.ID] = s
-				if s.OTLP != (backend == config.TracingOTel) {
-					t.Errorf("segment %q arrived with otlp=%v under %s", s.Name, s.OTLP, backend)
-				}
-			}
-			if backend == config.TracingOTel {
-				var inv *xraycollector.Segment
-				for _, s := range tr.Segments {
-					if s.ParentID == invoke.Parent && s.Type == "segment" {
-						inv = &s
-					}
-				}
-				if inv == nil || inv.Name != coldstart.LogicalID("webhook") || inv.HTTPStatus != 500 || !inv.Fault {
-					t.Fatalf("no invocation span with the 500 under Lambda's %s: %+v", invoke.Parent, tr.Segments)
-				}
-			}
-			// Every span is under Lambda's segment, directly or through the
-			// invocation's span; the calls to a closed port are faults.
-			for _, s := range tr.Segments {
-				for p := s; p.ParentID != invoke.Parent; {
-					up, ok := byID[p.ParentID]
-					if !ok {
-						t.Fatalf("span %q hangs under %s, neither Lambda's segment nor in the trace: %+v", s.Name, p.ParentID, tr.Segments)
-					}
-					p = up
-				}
-				if s.Namespace == "aws" && !s.Fault {
-					t.Errorf("the call %s to a closed port is not a fault: %+v", s.Name, s)
-				}
-			}
 		})
+	}
+}
+
+// checkInvokeTrace waits for the webhook's EventBridge and SQS calls in the
+// invoke's trace and checks where its spans hang: every one under Lambda's
+// segment (the header's Parent), directly or through the invocation's span
+// (OpenTelemetry's, with the 500), each sent by backend, the calls to a
+// closed port faults.
+func checkInvokeTrace(t *testing.T, col *xraycollector.Collector, invoke telemetry.Header, backend config.Backend) {
+	t.Helper()
+	tr := tracetest.WaitUntil(t, col, invoke.Root, "the webhook's EventBridge and SQS calls in the invoke's trace", func(tr xraycollector.Trace) bool {
+		var names []string
+		for _, s := range tr.Segments {
+			if s.Namespace == "aws" && !s.InProgress {
+				names = append(names, s.Name)
+			}
+		}
+		return slices.Contains(names, "EventBridge") && slices.Contains(names, "SQS")
+	})
+	byID := map[string]xraycollector.Segment{}
+	for _, s := range tr.Segments {
+		byID[s.ID] = s
+		if s.OTLP != (backend == config.TracingOTel) {
+			t.Errorf("segment %q arrived with otlp=%v under %s", s.Name, s.OTLP, backend)
+		}
+	}
+	if backend == config.TracingOTel {
+		var inv *xraycollector.Segment
+		for _, s := range tr.Segments {
+			if s.ParentID == invoke.Parent && s.Type == "segment" {
+				inv = &s
+			}
+		}
+		if inv == nil || inv.Name != coldstart.LogicalID("webhook") || inv.HTTPStatus != 500 || !inv.Fault {
+			t.Fatalf("no invocation span with the 500 under Lambda's %s: %+v", invoke.Parent, tr.Segments)
+		}
+	}
+	// Every span is under Lambda's segment, directly or through the
+	// invocation's span; the calls to a closed port are faults.
+	for _, s := range tr.Segments {
+		for p := s; p.ParentID != invoke.Parent; {
+			up, ok := byID[p.ParentID]
+			if !ok {
+				t.Fatalf("span %q hangs under %s, neither Lambda's segment nor in the trace: %+v", s.Name, p.ParentID, tr.Segments)
+			}
+			p = up
+		}
+		if s.Namespace == "aws" && !s.Fault {
+			t.Errorf("the call %s to a closed port is not a fault: %+v", s.Name, s)
+		}
 	}
 }
